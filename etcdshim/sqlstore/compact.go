@@ -1,0 +1,92 @@
+package sqlstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Compact makes revisions below rev unreadable and, after that is
+// committed, removes the history they alone needed. Reads at rev itself stay
+// possible; watches must start above it.
+func (s *Store) Compact(ctx context.Context, rev int64) (int64, error) {
+	_, cur, err := s.write(ctx, func(a *applier) (any, error) {
+		if rev > a.rev {
+			return nil, ErrFutureRevision
+		}
+		if rev <= a.compacted {
+			return nil, ErrCompacted
+		}
+		a.compacted = rev
+		return nil, nil
+	})
+	if err != nil {
+		return cur, err
+	}
+	start := time.Now()
+	if err := s.removeHistory(ctx, rev); err != nil {
+		return cur, err
+	}
+	s.log.Debug().Int64("revision", rev).Dur("took", time.Since(start)).Msg("compacted")
+	return cur, nil
+}
+
+// removeHistory deletes log rows superseded at or below rev, in steps so
+// no transaction grows large.
+func (s *Store) removeHistory(ctx context.Context, rev int64) error {
+	const step = 10000
+	var lo int64
+	if err := s.c.read.QueryRowContext(ctx, `SELECT COALESCE(MIN(revision), 0) FROM kv_log`).Scan(&lo); err != nil {
+		return fmt.Errorf("sqlstore: compact: %w", err)
+	}
+	for upTo := min(lo+step, rev); ; upTo = min(upTo+step, rev) {
+		// Superseded at upTo means superseded at rev too: a newer version
+		// at or below upTo is at or below rev.
+		if _, err := s.c.write.ExecContext(ctx, s.q(s.d.compact), upTo, upTo); err != nil {
+			return fmt.Errorf("sqlstore: compact: %w", err)
+		}
+		if upTo >= rev {
+			break
+		}
+	}
+	if s.d.name == "sqlite" {
+		if _, err := s.c.write.ExecContext(ctx, `PRAGMA incremental_vacuum`); err != nil {
+			return fmt.Errorf("sqlstore: compact: vacuum: %w", err)
+		}
+		if _, err := s.c.write.ExecContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`); err != nil {
+			return fmt.Errorf("sqlstore: compact: checkpoint: %w", err)
+		}
+	}
+	s.metrics.observeSize(s)
+	return nil
+}
+
+// runAutoCompaction compacts to CompactionRetention revisions behind the
+// head every CompactionInterval.
+func (s *Store) runAutoCompaction() {
+	defer s.wg.Done()
+	ctx := s.stopCtx
+	tick := time.NewTicker(s.opts.CompactionInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		cur, compacted, err := s.Revisions(ctx)
+		if err != nil {
+			continue
+		}
+		target := cur - s.opts.CompactionRetention
+		if target <= compacted {
+			continue
+		}
+		if _, err := s.Compact(ctx, target); err != nil && !errors.Is(err, ErrCompacted) && ctx.Err() == nil {
+			s.log.Warn().Err(err).Int64("revision", target).Msg("automatic compaction failed")
+		} else if err == nil {
+			s.log.Info().Int64("revision", target).Msg("automatic compaction")
+		}
+	}
+}

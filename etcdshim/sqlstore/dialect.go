@@ -1,0 +1,96 @@
+package sqlstore
+
+import (
+	"database/sql"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sqlkube/sqlkube/migrations"
+)
+
+// dialect is what differs between databases: a few SQL strings and settings.
+// Everything else is portable SQL written with '?' placeholders and rebound.
+type dialect struct {
+	name migrations.Dialect
+	// lockRevision reads the revision counter and locks it until commit, so
+	// writers on every instance take revisions one after another.
+	lockRevision string
+	// compact removes history superseded at or below a revision (args: rev, rev).
+	compact string
+	// size returns the database's size in bytes.
+	size string
+	// defrag gives space back to the file system where the database can.
+	defrag []string
+	// notify, if set, announces a commit to other instances (arg: revision).
+	notify string
+	// readTx and writeTx are the transaction options of reads and writes.
+	readTx, writeTx *sql.TxOptions
+	// pollInterval is how often other instances' commits are looked for
+	// without a notification.
+	pollInterval time.Duration
+	// rebind turns '?' placeholders into the dialect's.
+	rebind func(string) string
+}
+
+func identity(s string) string { return s }
+
+// dollarRebind numbers placeholders for PostgreSQL. Queries never hold a '?'
+// inside a literal.
+func dollarRebind(s string) string {
+	var b strings.Builder
+	n := 0
+	for _, r := range s {
+		if r == '?' {
+			n++
+			b.WriteByte('$')
+			b.WriteString(strconv.Itoa(n))
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+const portableCompact = `DELETE FROM kv_log WHERE revision <= ? AND (deleted = 1 OR revision <
+ (SELECT MAX(l2.revision) FROM kv_log l2 WHERE l2.name = kv_log.name AND l2.revision <= ?))`
+
+var sqliteDialect = dialect{
+	name:         migrations.SQLite,
+	lockRevision: `SELECT val FROM kv_meta WHERE name = 'revision'`,
+	compact:      portableCompact,
+	size:         `SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size()`,
+	defrag:       []string{`PRAGMA wal_checkpoint(TRUNCATE)`, `VACUUM`, `PRAGMA wal_checkpoint(TRUNCATE)`},
+	readTx:       &sql.TxOptions{ReadOnly: true},
+	writeTx:      &sql.TxOptions{},
+	pollInterval: time.Second,
+	rebind:       identity,
+}
+
+var postgresDialect = dialect{
+	name:         migrations.Postgres,
+	lockRevision: `SELECT val FROM kv_meta WHERE name = 'revision' FOR UPDATE`,
+	compact:      portableCompact,
+	size:         `SELECT pg_database_size(current_database())`,
+	defrag:       []string{`VACUUM FULL kv_log`, `VACUUM FULL kv_current`, `VACUUM FULL leases`},
+	notify:       `SELECT pg_notify('sqlkube_revision', ?)`,
+	readTx:       &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true},
+	writeTx:      &sql.TxOptions{Isolation: sql.LevelReadCommitted},
+	pollInterval: time.Second,
+	rebind:       dollarRebind,
+}
+
+var mysqlDialect = dialect{
+	name:         migrations.MySQL,
+	lockRevision: `SELECT val FROM kv_meta WHERE name = 'revision' FOR UPDATE`,
+	// MySQL cannot name the target table in a subquery of DELETE; a derived
+	// table is materialized first, so it may.
+	compact: `DELETE l FROM kv_log l JOIN (SELECT name, MAX(revision) AS top FROM kv_log
+ WHERE revision <= ? GROUP BY name) m ON l.name = m.name WHERE l.revision <= ? AND (l.revision < m.top OR l.deleted = 1)`,
+	size:         `SELECT COALESCE(SUM(data_length + index_length), 0) FROM information_schema.tables WHERE table_schema = DATABASE()`,
+	defrag:       []string{`OPTIMIZE TABLE kv_log`, `OPTIMIZE TABLE kv_current`, `OPTIMIZE TABLE leases`},
+	readTx:       &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true},
+	writeTx:      &sql.TxOptions{Isolation: sql.LevelReadCommitted},
+	pollInterval: 100 * time.Millisecond,
+	rebind:       identity,
+}

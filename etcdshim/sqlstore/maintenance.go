@@ -1,0 +1,34 @@
+package sqlstore
+
+import (
+	"context"
+	"fmt"
+)
+
+// Size returns the database's size in bytes as the database reports it.
+func (s *Store) Size(ctx context.Context) (int64, error) {
+	var n int64
+	if err := s.c.read.QueryRowContext(ctx, s.d.size).Scan(&n); err != nil {
+		return 0, fmt.Errorf("sqlstore: size: %w", err)
+	}
+	return n, nil
+}
+
+// Defragment gives free space back to the file system where the database
+// can (SQLite VACUUM, PostgreSQL VACUUM FULL, MySQL OPTIMIZE TABLE).
+func (s *Store) Defragment(ctx context.Context) error {
+	for _, stmt := range s.d.defrag {
+		rows, err := s.c.write.QueryContext(ctx, stmt)
+		if err != nil {
+			return fmt.Errorf("sqlstore: defragment: %w", err)
+		}
+		for rows.Next() {
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("sqlstore: defragment: %w", err)
+		}
+	}
+	s.metrics.observeSize(s)
+	return nil
+}

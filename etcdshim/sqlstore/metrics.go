@@ -1,0 +1,86 @@
+package sqlstore
+
+import (
+	"context"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+type metrics struct {
+	reg         prometheus.Registerer
+	collectors  []prometheus.Collector
+	sqlDuration *prometheus.HistogramVec
+	batchSize   prometheus.Histogram
+	current     prometheus.Gauge
+	compacted   prometheus.Gauge
+	dbSize      prometheus.Gauge
+	watchers    prometheus.Gauge
+	eventsSent  prometheus.Counter
+	leaseOps    *prometheus.CounterVec
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		reg: reg,
+		sqlDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "sqlkube", Subsystem: "sql", Name: "transaction_duration_seconds",
+			Help:    "Duration of SQL transactions by kind (read, write batch).",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 18),
+		}, []string{"kind"}),
+		batchSize: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: "sqlkube", Subsystem: "sql", Name: "group_commit_batch_size",
+			Help:    "Write requests committed per database transaction.",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 11),
+		}),
+		current: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "sqlkube", Subsystem: "store", Name: "current_revision", Help: "Current revision.",
+		}),
+		compacted: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "sqlkube", Subsystem: "store", Name: "compacted_revision", Help: "Compacted revision.",
+		}),
+		dbSize: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "sqlkube", Subsystem: "store", Name: "db_size_bytes", Help: "Database size in bytes, as last measured.",
+		}),
+		watchers: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "sqlkube", Subsystem: "store", Name: "watchers", Help: "Live watches.",
+		}),
+		eventsSent: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "sqlkube", Subsystem: "store", Name: "watch_events_total", Help: "Events delivered to watches.",
+		}),
+		leaseOps: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "sqlkube", Subsystem: "store", Name: "lease_operations_total", Help: "Lease operations by kind.",
+		}, []string{"op"}),
+	}
+	m.collectors = []prometheus.Collector{m.sqlDuration, m.batchSize, m.current, m.compacted, m.dbSize, m.watchers, m.eventsSent, m.leaseOps}
+	if reg != nil {
+		for _, c := range m.collectors {
+			_ = reg.Register(c)
+		}
+	}
+	return m
+}
+
+func (m *metrics) unregister() {
+	if m.reg == nil {
+		return
+	}
+	for _, c := range m.collectors {
+		m.reg.Unregister(c)
+	}
+}
+
+func (m *metrics) setRevisions(current, compacted int64) {
+	m.current.Set(float64(current))
+	m.compacted.Set(float64(compacted))
+}
+
+func (m *metrics) setCurrent(current int64) { m.current.Set(float64(current)) }
+
+func (m *metrics) observeSize(s *Store) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if n, err := s.Size(ctx); err == nil {
+		m.dbSize.Set(float64(n))
+	}
+}

@@ -1,0 +1,301 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5"
+	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
+	_ "github.com/mattn/go-sqlite3"    // registers the "sqlite3" database/sql driver
+
+	"github.com/sqlkube/sqlkube/migrations"
+)
+
+// DefaultDSN is the datastore used when none is given.
+const DefaultDSN = "sqlite://./sqlkube-data/state.db"
+
+// conns is the set of connection pools a store uses.
+type conns struct {
+	d dialect
+	// write runs the writer's transactions; read serves everything else.
+	// They differ only on SQLite, where the writer's pool begins IMMEDIATE
+	// transactions on a single connection.
+	write, read *sql.DB
+	// pgDSN is set on PostgreSQL, for the LISTEN connection.
+	pgDSN string
+	// openMigrate opens a pool of its own for golang-migrate, which closes it.
+	openMigrate func() (*sql.DB, error)
+	// describe names the datastore in logs without secrets.
+	describe string
+}
+
+func (c *conns) close() error {
+	var errs []error
+	if c.write != nil && c.write != c.read {
+		errs = append(errs, c.write.Close())
+	}
+	if c.read != nil {
+		errs = append(errs, c.read.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// Dialect returns the migrations dialect a DSN selects, or an error for an
+// unknown scheme.
+func Dialect(dsn string) (migrations.Dialect, error) {
+	switch {
+	case strings.HasPrefix(dsn, "sqlite://"):
+		return migrations.SQLite, nil
+	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
+		return migrations.Postgres, nil
+	case strings.HasPrefix(dsn, "mysql://"):
+		return migrations.MySQL, nil
+	}
+	return "", fmt.Errorf("sqlstore: unknown datastore %q: want sqlite:///path, postgres://… or mysql://…", redact(dsn))
+}
+
+// openConns parses the DSN, creates the database if it does not exist, and
+// opens its pools.
+func openConns(ctx context.Context, dsn string) (*conns, error) {
+	d, err := Dialect(dsn)
+	if err != nil {
+		return nil, err
+	}
+	switch d {
+	case migrations.SQLite:
+		return openSQLite(dsn)
+	case migrations.Postgres:
+		return openPostgres(ctx, dsn)
+	default:
+		return openMySQL(ctx, dsn)
+	}
+}
+
+func sqlitePath(dsn string) (string, error) {
+	p := strings.TrimPrefix(dsn, "sqlite://")
+	if i := strings.IndexByte(p, '?'); i >= 0 {
+		p = p[:i]
+	}
+	if p == "" {
+		return "", fmt.Errorf("sqlstore: sqlite datastore %q has no path", dsn)
+	}
+	return filepath.Abs(p)
+}
+
+func openSQLite(dsn string) (*conns, error) {
+	path, err := sqlitePath(dsn)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("sqlstore: create data directory: %w", err)
+	}
+	// WAL with synchronous=FULL: a commit is fsynced before it returns.
+	// auto_vacuum only takes effect on a new file, before the schema exists.
+	base := "file:" + (&url.URL{Path: path}).EscapedPath() +
+		"?_journal_mode=WAL&_synchronous=FULL&_busy_timeout=10000&_auto_vacuum=incremental&_cache_size=-32000"
+	write, err := sql.Open("sqlite3", base+"&_txlock=immediate")
+	if err != nil {
+		return nil, fmt.Errorf("sqlstore: open sqlite: %w", err)
+	}
+	write.SetMaxOpenConns(1)
+	write.SetConnMaxIdleTime(0)
+	read, err := sql.Open("sqlite3", base+"&_txlock=deferred")
+	if err != nil {
+		write.Close()
+		return nil, fmt.Errorf("sqlstore: open sqlite: %w", err)
+	}
+	read.SetMaxOpenConns(16)
+	read.SetMaxIdleConns(16)
+	return &conns{
+		d:     sqliteDialect,
+		write: write,
+		read:  read,
+		openMigrate: func() (*sql.DB, error) {
+			db, err := sql.Open("sqlite3", base+"&_txlock=immediate")
+			if err == nil {
+				db.SetMaxOpenConns(1)
+			}
+			return db, err
+		},
+		describe: "sqlite://" + path,
+	}, nil
+}
+
+func openPostgres(ctx context.Context, dsn string) (*conns, error) {
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("sqlstore: parse postgres datastore: %w", err)
+	}
+	if cfg.Database == "" {
+		return nil, fmt.Errorf("sqlstore: postgres datastore %s names no database", redact(dsn))
+	}
+	if err := createPostgresDatabase(ctx, dsn, cfg.Database); err != nil {
+		return nil, err
+	}
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("sqlstore: open postgres: %w", err)
+	}
+	db.SetMaxOpenConns(32)
+	db.SetMaxIdleConns(16)
+	return &conns{
+		d:           postgresDialect,
+		write:       db,
+		read:        db,
+		pgDSN:       dsn,
+		openMigrate: func() (*sql.DB, error) { return sql.Open("pgx", dsn) },
+		describe:    redact(dsn),
+	}, nil
+}
+
+// createPostgresDatabase creates the named database through the server's
+// maintenance database when it does not exist yet.
+func createPostgresDatabase(ctx context.Context, dsn, name string) error {
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return fmt.Errorf("sqlstore: parse postgres datastore: %w", err)
+	}
+	u.Path = "/postgres"
+	admin, err := pgx.Connect(ctx, u.String())
+	if err != nil {
+		// Without the maintenance database we cannot create; the open of
+		// the database itself will say whether it exists.
+		return nil
+	}
+	defer admin.Close(ctx)
+	var exists bool
+	if err := admin.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)`, name).Scan(&exists); err != nil {
+		return fmt.Errorf("sqlstore: look up postgres database: %w", err)
+	}
+	if exists {
+		return nil
+	}
+	if _, err := admin.Exec(ctx, `CREATE DATABASE `+pgx.Identifier{name}.Sanitize()); err != nil {
+		var again bool
+		if qerr := admin.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)`, name).Scan(&again); qerr == nil && again {
+			return nil // another instance created it first
+		}
+		return fmt.Errorf("sqlstore: create postgres database %q: %w", name, err)
+	}
+	return nil
+}
+
+func openMySQL(ctx context.Context, dsn string) (*conns, error) {
+	cfg, err := mysql.ParseDSN(strings.TrimPrefix(dsn, "mysql://"))
+	if err != nil {
+		return nil, fmt.Errorf("sqlstore: parse mysql datastore: %w", err)
+	}
+	if cfg.DBName == "" {
+		return nil, fmt.Errorf("sqlstore: mysql datastore %s names no database", redact(dsn))
+	}
+	if err := createMySQLDatabase(ctx, cfg.Clone()); err != nil {
+		return nil, err
+	}
+	cfg.ParseTime = false
+	cfg.MultiStatements = false
+	db, err := sql.Open("mysql", cfg.FormatDSN())
+	if err != nil {
+		return nil, fmt.Errorf("sqlstore: open mysql: %w", err)
+	}
+	db.SetMaxOpenConns(32)
+	db.SetMaxIdleConns(16)
+	mcfg := cfg.Clone()
+	mcfg.MultiStatements = true
+	return &conns{
+		d:           mysqlDialect,
+		write:       db,
+		read:        db,
+		openMigrate: func() (*sql.DB, error) { return sql.Open("mysql", mcfg.FormatDSN()) },
+		describe:    redact(dsn),
+	}, nil
+}
+
+func createMySQLDatabase(ctx context.Context, cfg *mysql.Config) error {
+	name := cfg.DBName
+	cfg.DBName = ""
+	admin, err := sql.Open("mysql", cfg.FormatDSN())
+	if err != nil {
+		return fmt.Errorf("sqlstore: open mysql: %w", err)
+	}
+	defer admin.Close()
+	quoted := "`" + strings.ReplaceAll(name, "`", "``") + "`"
+	if _, err := admin.ExecContext(ctx, "CREATE DATABASE IF NOT EXISTS "+quoted+" CHARACTER SET utf8mb4"); err != nil {
+		var merr *mysql.MySQLError
+		if errors.As(err, &merr) && (merr.Number == 1044 || merr.Number == 1227) {
+			return nil // no right to create; the database may exist already
+		}
+		return fmt.Errorf("sqlstore: create mysql database %q: %w", name, err)
+	}
+	return nil
+}
+
+// redact hides a password in a DSN for logs and errors.
+func redact(dsn string) string {
+	if i := strings.Index(dsn, "://"); i >= 0 {
+		rest := dsn[i+3:]
+		if at := strings.LastIndex(rest, "@"); at >= 0 {
+			cred := rest[:at]
+			if c := strings.IndexByte(cred, ':'); c >= 0 {
+				return dsn[:i+3] + cred[:c] + ":xxxxx" + rest[at:]
+			}
+		}
+	}
+	return dsn
+}
+
+// Migrate applies the schema to the datastore at dsn and returns its version.
+func Migrate(ctx context.Context, dsn string) (uint, error) {
+	c, err := openConns(ctx, dsn)
+	if err != nil {
+		return 0, err
+	}
+	defer c.close()
+	return migrateUp(c)
+}
+
+func migrateUp(c *conns) (uint, error) {
+	db, err := c.openMigrate()
+	if err != nil {
+		return 0, fmt.Errorf("sqlstore: open for migration: %w", err)
+	}
+	if err := migrations.Up(db, c.d.name); err != nil {
+		return 0, err
+	}
+	return migrations.Latest(c.d.name)
+}
+
+// MigrateDown reverts the whole schema of the datastore at dsn.
+func MigrateDown(ctx context.Context, dsn string) error {
+	c, err := openConns(ctx, dsn)
+	if err != nil {
+		return err
+	}
+	defer c.close()
+	db, err := c.openMigrate()
+	if err != nil {
+		return fmt.Errorf("sqlstore: open for migration: %w", err)
+	}
+	return migrations.Down(db, c.d.name)
+}
+
+// SchemaVersion reports the datastore's schema version and whether it is dirty.
+func SchemaVersion(ctx context.Context, dsn string) (uint, bool, error) {
+	c, err := openConns(ctx, dsn)
+	if err != nil {
+		return 0, false, err
+	}
+	defer c.close()
+	db, err := c.openMigrate()
+	if err != nil {
+		return 0, false, fmt.Errorf("sqlstore: open for migration: %w", err)
+	}
+	return migrations.Version(db, c.d.name)
+}

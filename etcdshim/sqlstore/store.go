@@ -1,0 +1,227 @@
+// Package sqlstore is sqlkube's revision log: etcd's data model (keys,
+// revisions, leases, watches) kept in SQL tables on SQLite, PostgreSQL or
+// MySQL.
+//
+// Revisions are gapless and assigned in commit order: one writer per process
+// takes the next revision from a counter row it locks inside the same
+// transaction that writes the rows, and commits many requests at once (group
+// commit). Current state lives in kv_current; every change is appended to
+// kv_log, which serves historical reads and watches.
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+)
+
+// Options configure a Store.
+type Options struct {
+	// DSN selects the database: sqlite:///path, postgres://… or mysql://….
+	DSN string
+	// Logger receives the store's logs.
+	Logger zerolog.Logger
+	// CompactionInterval is how often history is compacted automatically;
+	// 0 turns automatic compaction off.
+	CompactionInterval time.Duration
+	// CompactionRetention is how many recent revisions automatic compaction
+	// keeps.
+	CompactionRetention int64
+	// WatchCacheSize is how many recent events are kept in memory for
+	// watchers; older ones are read from the log.
+	WatchCacheSize int
+	// MaxBatch bounds how many write requests share one transaction.
+	MaxBatch int
+	// LeaseCheckInterval is how often expired leases are looked for.
+	LeaseCheckInterval time.Duration
+	// Registerer, if set, receives the store's Prometheus metrics.
+	Registerer prometheus.Registerer
+}
+
+func (o *Options) defaults() {
+	if o.DSN == "" {
+		o.DSN = DefaultDSN
+	}
+	if o.CompactionRetention <= 0 {
+		o.CompactionRetention = 1000
+	}
+	if o.WatchCacheSize <= 0 {
+		o.WatchCacheSize = 10000
+	}
+	if o.MaxBatch <= 0 {
+		o.MaxBatch = 512
+	}
+	if o.LeaseCheckInterval <= 0 {
+		o.LeaseCheckInterval = 500 * time.Millisecond
+	}
+}
+
+// Store is an etcd-shaped key-value store over SQL. It is safe for
+// concurrent use.
+type Store struct {
+	opts    Options
+	c       *conns
+	d       dialect
+	log     zerolog.Logger
+	metrics *metrics
+
+	writeCh chan *writeReq
+	hub     *hub
+
+	sqlMu   sync.RWMutex
+	sqlText map[string]string
+
+	stop     context.CancelFunc
+	stopCtx  context.Context
+	wg       sync.WaitGroup
+	closeMu  sync.Mutex
+	closed   bool
+	writerWG sync.WaitGroup
+}
+
+// Open connects to the datastore, creating the database and applying the
+// schema if needed, and starts the writer, the log follower, lease expiry and
+// automatic compaction.
+func Open(ctx context.Context, opts Options) (*Store, error) {
+	opts.defaults()
+	c, err := openConns(ctx, opts.DSN)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := migrateUp(c); err != nil {
+		c.close()
+		return nil, err
+	}
+	s := &Store{
+		opts:    opts,
+		c:       c,
+		d:       c.d,
+		log:     opts.Logger.With().Str("component", "sqlstore").Logger(),
+		metrics: newMetrics(opts.Registerer),
+		writeCh: make(chan *writeReq, 4*opts.MaxBatch),
+		sqlText: map[string]string{},
+	}
+	rev, compacted, err := s.revisions(ctx, s.c.read)
+	if err != nil {
+		c.close()
+		return nil, fmt.Errorf("sqlstore: read revision: %w", err)
+	}
+	s.hub = newHub(rev, opts.WatchCacheSize)
+	s.metrics.setRevisions(rev, compacted)
+	s.metrics.observeSize(s)
+	s.stopCtx, s.stop = context.WithCancel(context.Background())
+
+	s.writerWG.Add(1)
+	go s.runWriter()
+	s.wg.Add(2)
+	go s.runFollower()
+	go s.runLeaseExpiry()
+	if opts.CompactionInterval > 0 {
+		s.wg.Add(1)
+		go s.runAutoCompaction()
+	}
+	s.log.Info().Str("datastore", c.describe).Int64("revision", rev).Int64("compactRevision", compacted).Msg("datastore open")
+	return s, nil
+}
+
+// Describe names the datastore without secrets.
+func (s *Store) Describe() string { return s.c.describe }
+
+// DialectName is "sqlite", "postgres" or "mysql".
+func (s *Store) DialectName() string { return string(s.d.name) }
+
+// Close stops background work, waits for queued writes, and closes the
+// database. Watches end.
+func (s *Store) Close() error {
+	s.closeMu.Lock()
+	if s.closed {
+		s.closeMu.Unlock()
+		return nil
+	}
+	s.closed = true
+	close(s.writeCh)
+	s.closeMu.Unlock()
+	s.writerWG.Wait()
+	s.stop()
+	s.hub.close()
+	s.wg.Wait()
+	s.metrics.unregister()
+	return s.c.close()
+}
+
+// q returns query text with the dialect's placeholders.
+func (s *Store) q(query string) string {
+	s.sqlMu.RLock()
+	t, ok := s.sqlText[query]
+	s.sqlMu.RUnlock()
+	if ok {
+		return t
+	}
+	t = s.d.rebind(query)
+	s.sqlMu.Lock()
+	s.sqlText[query] = t
+	s.sqlMu.Unlock()
+	return t
+}
+
+// queryer is what reads need: a pool or a transaction.
+type queryer interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+// revisions reads the current and the compacted revision.
+func (s *Store) revisions(ctx context.Context, qx queryer) (current, compacted int64, err error) {
+	rows, err := qx.QueryContext(ctx, `SELECT name, val FROM kv_meta WHERE name IN ('revision', 'compact_revision')`)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var name string
+		var v int64
+		if err := rows.Scan(&name, &v); err != nil {
+			return 0, 0, err
+		}
+		if name == "revision" {
+			current = v
+		} else {
+			compacted = v
+		}
+	}
+	return current, compacted, rows.Err()
+}
+
+// CurrentRevision reads the store's current revision from the database.
+func (s *Store) CurrentRevision(ctx context.Context) (int64, error) {
+	var rev int64
+	err := s.c.read.QueryRowContext(ctx, `SELECT val FROM kv_meta WHERE name = 'revision'`).Scan(&rev)
+	return rev, err
+}
+
+// Revisions reads the current and the compacted revision.
+func (s *Store) Revisions(ctx context.Context) (current, compacted int64, err error) {
+	return s.revisions(ctx, s.c.read)
+}
+
+// readTx runs fn in a read-only transaction that sees one snapshot.
+func (s *Store) readTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	start := time.Now()
+	tx, err := s.c.read.BeginTx(ctx, s.d.readTx)
+	if err != nil {
+		return fmt.Errorf("sqlstore: begin read: %w", err)
+	}
+	err = fn(tx)
+	if rerr := tx.Rollback(); err == nil && rerr != nil && !errors.Is(rerr, sql.ErrTxDone) {
+		err = rerr
+	}
+	s.metrics.sqlDuration.WithLabelValues("read").Observe(time.Since(start).Seconds())
+	return err
+}

@@ -1,0 +1,419 @@
+package sqlstore
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+)
+
+// Put writes one key. It returns the result and the revision of the write.
+func (s *Store) Put(ctx context.Context, req PutRequest) (*PutResult, int64, error) {
+	if err := checkKey(req.Key); err != nil {
+		return nil, 0, err
+	}
+	val, rev, err := s.write(ctx, func(a *applier) (any, error) { return a.put(&req) })
+	if err != nil {
+		return nil, rev, err
+	}
+	return val.(*PutResult), rev, nil
+}
+
+// DeleteRange removes keys. It returns the result and the store's revision
+// after it (unchanged if nothing was deleted).
+func (s *Store) DeleteRange(ctx context.Context, req DeleteRequest) (*DeleteResult, int64, error) {
+	if len(req.Key) == 0 && len(req.End) == 0 {
+		return nil, 0, ErrEmptyKey
+	}
+	val, rev, err := s.write(ctx, func(a *applier) (any, error) { return a.deleteRange(&req) })
+	if err != nil {
+		return nil, rev, err
+	}
+	return val.(*DeleteResult), rev, nil
+}
+
+// Txn runs a transaction atomically at one revision. Read-only
+// transactions run on a snapshot without queueing behind writes.
+func (s *Store) Txn(ctx context.Context, req *TxnRequest) (*TxnResult, error) {
+	if err := checkTxn(req); err != nil {
+		return nil, err
+	}
+	if !req.IsWrite() {
+		var res *TxnResult
+		err := s.readTx(ctx, func(tx *sql.Tx) error {
+			cur, compacted, err := s.revisions(ctx, tx)
+			if err != nil {
+				return err
+			}
+			a := &applier{s: s, ctx: ctx, qx: tx, rev: cur, compacted: compacted}
+			res, err = a.txn(req)
+			if res != nil {
+				res.Revision = cur
+			}
+			return err
+		})
+		return res, err
+	}
+	val, rev, err := s.write(ctx, func(a *applier) (any, error) { return a.txn(req) })
+	if err != nil {
+		return nil, err
+	}
+	res := val.(*TxnResult)
+	res.Revision = rev
+	return res, nil
+}
+
+func checkKey(key []byte) error {
+	if len(key) == 0 {
+		return ErrEmptyKey
+	}
+	if len(key) > MaxKeySize {
+		return ErrKeyTooLong
+	}
+	return nil
+}
+
+// checkTxn validates a txn as etcd does: keys present, no key written twice
+// by one branch, no put inside a range the same branch deletes.
+func checkTxn(req *TxnRequest) error {
+	for _, ops := range [][]Op{req.Success, req.Failure} {
+		if err := checkOps(ops); err != nil {
+			return err
+		}
+		if _, _, err := branchWrites(ops); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func checkOps(ops []Op) error {
+	for _, op := range ops {
+		switch {
+		case op.Put != nil:
+			if err := checkKey(op.Put.Key); err != nil {
+				return err
+			}
+		case op.Delete != nil:
+			if len(op.Delete.Key) == 0 && len(op.Delete.End) == 0 {
+				return ErrEmptyKey
+			}
+		case op.Range != nil:
+			if len(op.Range.Key) == 0 && len(op.Range.End) == 0 {
+				return ErrEmptyKey
+			}
+		case op.Txn != nil:
+			if err := checkTxn(op.Txn); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// branchWrites returns the keys a branch puts and the ranges it deletes,
+// failing with ErrDuplicateKey on an overlap. The two branches of a nested
+// txn exclude each other, so they may put the same key.
+func branchWrites(ops []Op) (map[string]struct{}, []keyRange, error) {
+	var dels []keyRange
+	for _, op := range ops {
+		if op.Delete != nil {
+			dels = append(dels, newKeyRange(op.Delete.Key, op.Delete.End))
+		}
+	}
+	inDels := func(k string) bool {
+		for _, d := range dels {
+			if d.contains([]byte(k)) {
+				return true
+			}
+		}
+		return false
+	}
+	puts := map[string]struct{}{}
+	for _, op := range ops {
+		if op.Txn == nil {
+			continue
+		}
+		putsThen, delsThen, err := branchWrites(op.Txn.Success)
+		if err != nil {
+			return nil, nil, err
+		}
+		putsElse, delsElse, err := branchWrites(op.Txn.Failure)
+		if err != nil {
+			return nil, nil, err
+		}
+		for k := range putsThen {
+			if _, dup := puts[k]; dup || inDels(k) {
+				return nil, nil, ErrDuplicateKey
+			}
+			puts[k] = struct{}{}
+		}
+		for k := range putsElse {
+			if _, dup := puts[k]; dup {
+				if _, same := putsThen[k]; !same {
+					return nil, nil, ErrDuplicateKey
+				}
+			}
+			if inDels(k) {
+				return nil, nil, ErrDuplicateKey
+			}
+			puts[k] = struct{}{}
+		}
+		dels = append(dels, delsThen...)
+		dels = append(dels, delsElse...)
+	}
+	for _, op := range ops {
+		if op.Put == nil {
+			continue
+		}
+		k := string(op.Put.Key)
+		if _, dup := puts[k]; dup || inDels(k) {
+			return nil, nil, ErrDuplicateKey
+		}
+		puts[k] = struct{}{}
+	}
+	return puts, dels, nil
+}
+
+func (a *applier) txn(req *TxnRequest) (*TxnResult, error) {
+	ok := true
+	for _, c := range req.Compare {
+		held, err := a.compare(c)
+		if err != nil {
+			return nil, err
+		}
+		if !held {
+			ok = false
+			break
+		}
+	}
+	ops := req.Success
+	if !ok {
+		ops = req.Failure
+	}
+	res := &TxnResult{Succeeded: ok, Results: make([]OpResult, 0, len(ops))}
+	for _, op := range ops {
+		var r OpResult
+		var err error
+		switch {
+		case op.Range != nil:
+			r.Range, err = a.s.rangeAt(a.ctx, a.qx, *op.Range, a.readRevision(), a.compacted)
+		case op.Put != nil:
+			r.Put, err = a.put(op.Put)
+		case op.Delete != nil:
+			r.Delete, err = a.deleteRange(op.Delete)
+		case op.Txn != nil:
+			r.Txn, err = a.txn(op.Txn)
+			if r.Txn != nil {
+				r.Txn.Revision = a.readRevision()
+			}
+		}
+		if err != nil {
+			return nil, err
+		}
+		res.Results = append(res.Results, r)
+	}
+	return res, nil
+}
+
+// compare evaluates one compare against the state the request sees.
+func (a *applier) compare(c Compare) (bool, error) {
+	kr := newKeyRange(c.Key, c.End)
+	var kvs []KeyValue
+	if kr.single() {
+		kv, err := a.current(c.Key)
+		if err != nil {
+			return false, err
+		}
+		if kv != nil {
+			kvs = append(kvs, *kv)
+		}
+	} else if !kr.empty() {
+		w, args := kr.where("name", nil)
+		var err error
+		kvs, err = scanKVs(a.ctx, a.qx, a.s.q(`SELECT name, create_revision, mod_revision, version, lease, val FROM kv_current WHERE `+w), args)
+		if err != nil {
+			return false, err
+		}
+	}
+	if len(kvs) == 0 {
+		if c.Target == CompareValue {
+			return false, nil
+		}
+		return compareKV(c, &KeyValue{}), nil
+	}
+	for i := range kvs {
+		if !compareKV(c, &kvs[i]) {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+func compareKV(c Compare, kv *KeyValue) bool {
+	var r int
+	switch c.Target {
+	case CompareValue:
+		r = bytes.Compare(kv.Value, c.Value)
+	case CompareVersion:
+		r = cmpInt(kv.Version, c.Number)
+	case CompareCreate:
+		r = cmpInt(kv.CreateRevision, c.Number)
+	case CompareMod:
+		r = cmpInt(kv.ModRevision, c.Number)
+	case CompareLease:
+		r = cmpInt(kv.Lease, c.Number)
+	}
+	switch c.Result {
+	case CompareEqual:
+		return r == 0
+	case CompareGreater:
+		return r > 0
+	case CompareLess:
+		return r < 0
+	case CompareNotEqual:
+		return r != 0
+	}
+	return false
+}
+
+// current reads the live version of key, nil if it does not exist.
+func (a *applier) current(key []byte) (*KeyValue, error) {
+	kv := &KeyValue{Key: key}
+	err := a.qx.QueryRowContext(a.ctx, a.s.q(`SELECT create_revision, mod_revision, version, lease, val FROM kv_current WHERE name = ?`), key).
+		Scan(&kv.CreateRevision, &kv.ModRevision, &kv.Version, &kv.Lease, &kv.Value)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sqlstore: read key: %w", err)
+	}
+	return kv, nil
+}
+
+func (a *applier) leaseExists(id int64) (bool, error) {
+	var n int64
+	err := a.qx.QueryRowContext(a.ctx, a.s.q(`SELECT COUNT(*) FROM leases WHERE id = ?`), id).Scan(&n)
+	if err != nil {
+		return false, fmt.Errorf("sqlstore: read lease: %w", err)
+	}
+	return n > 0, nil
+}
+
+func (a *applier) put(p *PutRequest) (*PutResult, error) {
+	prev, err := a.current(p.Key)
+	if err != nil {
+		return nil, err
+	}
+	if (p.IgnoreValue || p.IgnoreLease) && prev == nil {
+		return nil, ErrKeyNotFound
+	}
+	lease := p.Lease
+	if p.IgnoreLease {
+		lease = prev.Lease
+	} else if lease != 0 {
+		ok, err := a.leaseExists(lease)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			return nil, ErrLeaseNotFound
+		}
+	}
+	value := p.Value
+	if p.IgnoreValue {
+		value = prev.Value
+	}
+	if value == nil {
+		value = []byte{}
+	}
+	rev := a.rev + 1
+	kv := KeyValue{Key: p.Key, Value: value, CreateRevision: rev, ModRevision: rev, Version: 1, Lease: lease}
+	var prevRev int64
+	if prev != nil {
+		kv.CreateRevision = prev.CreateRevision
+		kv.Version = prev.Version + 1
+		prevRev = prev.ModRevision
+		_, err = a.qx.ExecContext(a.ctx, a.s.q(`UPDATE kv_current SET mod_revision = ?, version = ?, lease = ?, val = ? WHERE name = ?`),
+			kv.ModRevision, kv.Version, kv.Lease, kv.Value, kv.Key)
+	} else {
+		_, err = a.qx.ExecContext(a.ctx, a.s.q(`INSERT INTO kv_current (name, create_revision, mod_revision, version, lease, val) VALUES (?, ?, ?, ?, ?, ?)`),
+			kv.Key, kv.CreateRevision, kv.ModRevision, kv.Version, kv.Lease, kv.Value)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sqlstore: write key: %w", err)
+	}
+	if err := a.appendLog(&kv, false, prevRev); err != nil {
+		return nil, err
+	}
+	a.events = append(a.events, Event{Type: EventPut, KV: kv, PrevKV: prev})
+	res := &PutResult{}
+	if p.PrevKV {
+		res.PrevKV = prev
+	}
+	return res, nil
+}
+
+func (a *applier) appendLog(kv *KeyValue, deleted bool, prevRev int64) error {
+	del := 0
+	if deleted {
+		del = 1
+	}
+	a.sub++
+	_, err := a.qx.ExecContext(a.ctx, a.s.q(`INSERT INTO kv_log (revision, sub, name, deleted, create_revision, version, lease, prev_revision, val) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+		kv.ModRevision, a.sub, kv.Key, del, kv.CreateRevision, kv.Version, kv.Lease, prevRev, nonNil(kv.Value))
+	if err != nil {
+		return fmt.Errorf("sqlstore: append log: %w", err)
+	}
+	return nil
+}
+
+func nonNil(b []byte) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return b
+}
+
+func (a *applier) deleteRange(d *DeleteRequest) (*DeleteResult, error) {
+	kr := newKeyRange(d.Key, d.End)
+	res := &DeleteResult{}
+	if kr.empty() {
+		return res, nil
+	}
+	w, args := kr.where("name", nil)
+	kvs, err := scanKVs(a.ctx, a.qx, a.s.q(`SELECT name, create_revision, mod_revision, version, lease, val FROM kv_current WHERE `+w+` ORDER BY name`), args)
+	if err != nil {
+		return nil, err
+	}
+	if err := a.deleteKVs(kvs, w, args); err != nil {
+		return nil, err
+	}
+	res.Deleted = int64(len(kvs))
+	if d.PrevKV {
+		res.PrevKVs = kvs
+	}
+	return res, nil
+}
+
+// deleteKVs removes the live keys kvs, which are exactly the rows matching
+// the condition where/args, and logs their tombstones.
+func (a *applier) deleteKVs(kvs []KeyValue, where string, args []any) error {
+	if len(kvs) == 0 {
+		return nil
+	}
+	if _, err := a.qx.ExecContext(a.ctx, a.s.q(`DELETE FROM kv_current WHERE `+where), args...); err != nil {
+		return fmt.Errorf("sqlstore: delete keys: %w", err)
+	}
+	rev := a.rev + 1
+	for i := range kvs {
+		prev := kvs[i]
+		tomb := KeyValue{Key: prev.Key, ModRevision: rev}
+		if err := a.appendLog(&tomb, true, prev.ModRevision); err != nil {
+			return err
+		}
+		a.events = append(a.events, Event{Type: EventDelete, KV: tomb, PrevKV: &prev})
+	}
+	return nil
+}

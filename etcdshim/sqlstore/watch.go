@@ -1,0 +1,314 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// logChunk bounds how many revisions one read of the log covers.
+const logChunk = 1000
+
+// readLog reads the events of revisions [from, to] in kr from the log, with
+// their previous versions. It fails with ErrCompacted if from is at or below
+// the compacted revision, checked on the same snapshot as the read.
+func (s *Store) readLog(ctx context.Context, from, to int64, kr keyRange) ([]Event, error) {
+	var events []Event
+	err := s.readTx(ctx, func(tx *sql.Tx) error {
+		_, compacted, err := s.revisions(ctx, tx)
+		if err != nil {
+			return err
+		}
+		if from <= compacted {
+			return ErrCompacted
+		}
+		w, args := kr.where("l.name", nil)
+		args = append([]any{from, to}, args...)
+		rows, err := tx.QueryContext(ctx, s.q(`SELECT l.revision, l.name, l.deleted, l.create_revision, l.version, l.lease, l.val,
+ p.revision, p.create_revision, p.version, p.lease, p.val
+ FROM kv_log l LEFT JOIN kv_log p ON p.name = l.name AND p.revision = l.prev_revision
+ WHERE l.revision >= ? AND l.revision <= ? AND `+w+` ORDER BY l.revision, l.sub`), args...)
+		if err != nil {
+			return fmt.Errorf("sqlstore: read log: %w", err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var (
+				ev                              Event
+				deleted                         int
+				pRev, pCreate, pVersion, pLease sql.NullInt64
+				pVal                            []byte
+			)
+			if err := rows.Scan(&ev.KV.ModRevision, &ev.KV.Key, &deleted, &ev.KV.CreateRevision, &ev.KV.Version, &ev.KV.Lease, &ev.KV.Value,
+				&pRev, &pCreate, &pVersion, &pLease, &pVal); err != nil {
+				return fmt.Errorf("sqlstore: read log: %w", err)
+			}
+			if deleted == 1 {
+				ev.Type = EventDelete
+				ev.KV = KeyValue{Key: ev.KV.Key, ModRevision: ev.KV.ModRevision}
+			}
+			if pRev.Valid {
+				ev.PrevKV = &KeyValue{Key: ev.KV.Key, ModRevision: pRev.Int64, CreateRevision: pCreate.Int64,
+					Version: pVersion.Int64, Lease: pLease.Int64, Value: pVal}
+			}
+			events = append(events, ev)
+		}
+		return rows.Err()
+	})
+	return events, err
+}
+
+// runFollower keeps the hub at the database's revision when other
+// instances (or another process on the same SQLite file) write: on a
+// PostgreSQL notification, on the writer's request, and by polling.
+func (s *Store) runFollower() {
+	defer s.wg.Done()
+	ctx := s.stopCtx
+	notified := make(chan struct{}, 1)
+	if s.c.pgDSN != "" {
+		s.wg.Add(1)
+		go s.listenPostgres(ctx, notified)
+	}
+	tick := time.NewTicker(s.d.pollInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		case <-notified:
+		case <-s.hub.tail:
+		}
+		if err := s.catchUp(ctx); err != nil && ctx.Err() == nil {
+			s.log.Warn().Err(err).Msg("reading the log for watchers failed; retrying")
+		}
+	}
+}
+
+// catchUp reads the log from the hub's head to the database's revision.
+func (s *Store) catchUp(ctx context.Context) error {
+	for {
+		cur, err := s.CurrentRevision(ctx)
+		if err != nil {
+			return err
+		}
+		head, _ := s.hub.state()
+		if cur <= head {
+			return nil
+		}
+		to := min(cur, head+logChunk)
+		events, err := s.readLog(ctx, head+1, to, keyRange{start: []byte{}, noEnd: true})
+		if err != nil {
+			return err
+		}
+		s.hub.appendFromLog(head, to, events)
+		s.metrics.setCurrent(to)
+	}
+}
+
+// listenPostgres turns NOTIFY sqlkube_revision into wake-ups, reconnecting
+// until ctx ends.
+func (s *Store) listenPostgres(ctx context.Context, notified chan<- struct{}) {
+	defer s.wg.Done()
+	for ctx.Err() == nil {
+		err := func() error {
+			conn, err := pgx.Connect(ctx, s.c.pgDSN)
+			if err != nil {
+				return err
+			}
+			defer conn.Close(context.Background())
+			if _, err := conn.Exec(ctx, "LISTEN sqlkube_revision"); err != nil {
+				return err
+			}
+			// A commit may have happened while we were not listening.
+			select {
+			case notified <- struct{}{}:
+			default:
+			}
+			for {
+				if _, err := conn.WaitForNotification(ctx); err != nil {
+					return err
+				}
+				select {
+				case notified <- struct{}{}:
+				default:
+				}
+			}
+		}()
+		if ctx.Err() != nil {
+			return
+		}
+		s.log.Warn().Err(err).Msg("postgres LISTEN connection lost; reconnecting")
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// WatchBatch is what a watch delivers: the events of whole revisions, in
+// order. Revision is the last revision the batch covers.
+type WatchBatch struct {
+	Events   []Event
+	Revision int64
+}
+
+// Watch follows changes of keys in [Key, End) (End as in RangeRequest).
+type Watch struct {
+	s        *Store
+	kr       keyRange
+	deliver  func(WatchBatch) error
+	cancel   context.CancelFunc
+	done     chan struct{}
+	mu       sync.Mutex // guards sent, sentWake, err, compacted
+	sent     int64
+	sentWake chan struct{}
+	err      error
+	compact  int64
+}
+
+// Watch starts a watch of [key, end) from startRev; startRev <= 0 means
+// changes after the current revision. deliver is called from the watch's own
+// goroutine with each batch, in order; it may block (a slow consumer only
+// delays this watch, which then catches up from the log). The watch ends when
+// ctx ends, deliver fails, or history it needs was compacted (Err says so).
+// A startRev at or below the compacted revision fails with ErrCompacted.
+func (s *Store) Watch(ctx context.Context, key, end []byte, startRev int64, deliver func(WatchBatch) error) (*Watch, error) {
+	cur, compacted, err := s.Revisions(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if startRev <= 0 {
+		startRev = cur + 1
+	}
+	if startRev <= compacted {
+		return nil, &CompactedError{CompactRevision: compacted}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	w := &Watch{s: s, kr: newKeyRange(key, end), deliver: deliver, cancel: cancel, done: make(chan struct{}),
+		sent: startRev - 1, sentWake: make(chan struct{})}
+	s.metrics.watchers.Inc()
+	go w.run(ctx, startRev)
+	return w, nil
+}
+
+// Cancel stops the watch and waits for its goroutine.
+func (w *Watch) Cancel() {
+	w.cancel()
+	<-w.done
+}
+
+// Done is closed when the watch has ended.
+func (w *Watch) Done() <-chan struct{} { return w.done }
+
+// Err says why the watch ended: nil if cancelled, ErrCompacted if the
+// history it needed is gone (CompactRevision says up to where).
+func (w *Watch) Err() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.err
+}
+
+// CompactRevision is the compacted revision when Err is ErrCompacted.
+func (w *Watch) CompactRevision() int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.compact
+}
+
+// Sent is the revision up to which every matching event was delivered.
+func (w *Watch) Sent() int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.sent
+}
+
+// WaitSent blocks until every matching event up to rev was delivered, the
+// watch ended, or ctx ended.
+func (w *Watch) WaitSent(ctx context.Context, rev int64) error {
+	for {
+		w.mu.Lock()
+		sent, wake := w.sent, w.sentWake
+		w.mu.Unlock()
+		if sent >= rev {
+			return nil
+		}
+		select {
+		case <-wake:
+		case <-w.done:
+			return fmt.Errorf("sqlstore: watch ended")
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+func (w *Watch) setSent(rev int64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if rev > w.sent {
+		w.sent = rev
+		close(w.sentWake)
+		w.sentWake = make(chan struct{})
+	}
+}
+
+func (w *Watch) run(ctx context.Context, next int64) {
+	defer close(w.done)
+	defer w.s.metrics.watchers.Dec()
+	defer w.cancel()
+	for {
+		head, wake := w.s.hub.state()
+		if w.s.hub.isClosed() {
+			return
+		}
+		if next <= head {
+			to := head
+			events, ok := w.s.hub.read(next, to, w.kr)
+			if !ok {
+				to = min(head, next+logChunk-1)
+				var err error
+				events, err = w.s.readLog(ctx, next, to, w.kr)
+				if err != nil {
+					if ctx.Err() != nil {
+						return
+					}
+					w.fail(err)
+					return
+				}
+			}
+			if len(events) > 0 {
+				if err := w.deliver(WatchBatch{Events: events, Revision: to}); err != nil {
+					return
+				}
+				w.s.metrics.eventsSent.Add(float64(len(events)))
+			}
+			next = to + 1
+			w.setSent(to)
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-wake:
+		}
+	}
+}
+
+func (w *Watch) fail(err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.err = err
+	if errors.Is(err, ErrCompacted) {
+		_, compacted, cerr := w.s.Revisions(context.Background())
+		if cerr == nil {
+			w.compact = compacted
+		}
+	}
+}

@@ -1,0 +1,215 @@
+package sqlstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// writeReq is one request queued for the writer. apply runs inside the
+// batch's transaction; it must return a logical error (see isLogical) only
+// before it has written anything.
+type writeReq struct {
+	ctx   context.Context
+	apply func(a *applier) (any, error)
+	done  chan writeResult
+}
+
+type writeResult struct {
+	val any
+	rev int64 // the revision after the request
+	err error
+}
+
+// isLogical reports errors that fail one request, not its batch.
+func isLogical(err error) bool {
+	for _, e := range []error{ErrCompacted, ErrFutureRevision, ErrLeaseNotFound, ErrLeaseExists,
+		ErrKeyNotFound, ErrDuplicateKey, ErrKeyTooLong, ErrEmptyKey} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// errRetryAlone marks a request that failed after it had written: the batch
+// is rolled back and the request runs again in a transaction of its own.
+var errRetryAlone = errors.New("sqlstore: retry request alone")
+
+// write queues fn for the writer and waits for its result.
+func (s *Store) write(ctx context.Context, fn func(a *applier) (any, error)) (any, int64, error) {
+	r := &writeReq{ctx: ctx, apply: fn, done: make(chan writeResult, 1)}
+	s.closeMu.Lock()
+	if s.closed {
+		s.closeMu.Unlock()
+		return nil, 0, ErrClosed
+	}
+	// The queue is buffered; a full queue blocks here, which is the
+	// back-pressure writers should feel.
+	select {
+	case s.writeCh <- r:
+	case <-ctx.Done():
+		s.closeMu.Unlock()
+		return nil, 0, ctx.Err()
+	}
+	s.closeMu.Unlock()
+	// Once queued, the request is applied or refused by the writer; wait
+	// for the answer even if ctx ends, so a caller never mistakes an applied
+	// write for a failed one.
+	res := <-r.done
+	return res.val, res.rev, res.err
+}
+
+// runWriter is the single writer: it drains the queue into batches and
+// commits each batch in one transaction.
+func (s *Store) runWriter() {
+	defer s.writerWG.Done()
+	batch := make([]*writeReq, 0, s.opts.MaxBatch)
+	for r := range s.writeCh {
+		batch = append(batch[:0], r)
+	fill:
+		for len(batch) < s.opts.MaxBatch {
+			select {
+			case r, ok := <-s.writeCh:
+				if !ok {
+					break fill
+				}
+				batch = append(batch, r)
+			default:
+				break fill
+			}
+		}
+		s.commitBatch(batch)
+	}
+}
+
+func (s *Store) commitBatch(batch []*writeReq) {
+	results, err := s.applyBatch(batch)
+	if err != nil {
+		if len(batch) > 1 {
+			for _, r := range batch {
+				s.commitBatch([]*writeReq{r})
+			}
+			return
+		}
+		if errors.Is(err, errRetryAlone) {
+			err = errors.Unwrap(err)
+		}
+		batch[0].done <- writeResult{err: err}
+		return
+	}
+	for i, r := range batch {
+		r.done <- results[i]
+	}
+}
+
+// batchTimeout bounds one batch's transaction.
+const batchTimeout = 30 * time.Second
+
+// applyBatch runs the batch in one transaction, commits it, and publishes
+// its events. On error nothing was committed.
+func (s *Store) applyBatch(batch []*writeReq) ([]writeResult, error) {
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), batchTimeout)
+	defer cancel()
+	tx, err := s.c.write.BeginTx(ctx, s.d.writeTx)
+	if err != nil {
+		return nil, fmt.Errorf("sqlstore: begin write: %w", err)
+	}
+	defer tx.Rollback() //nolint:errcheck // after Commit it is a no-op
+
+	var rev, compacted int64
+	if err := tx.QueryRowContext(ctx, s.d.lockRevision).Scan(&rev); err != nil {
+		return nil, fmt.Errorf("sqlstore: lock revision: %w", err)
+	}
+	if err := tx.QueryRowContext(ctx, `SELECT val FROM kv_meta WHERE name = 'compact_revision'`).Scan(&compacted); err != nil {
+		return nil, fmt.Errorf("sqlstore: read compact revision: %w", err)
+	}
+	first := rev
+	a := &applier{s: s, ctx: ctx, qx: tx, rev: rev, compacted: compacted, writable: true}
+	results := make([]writeResult, len(batch))
+	var events []Event
+	for i, r := range batch {
+		if err := r.ctx.Err(); err != nil {
+			results[i] = writeResult{err: err, rev: a.rev}
+			continue
+		}
+		a.beginRequest()
+		val, err := r.apply(a)
+		if err != nil {
+			if isLogical(err) && !a.wrote() {
+				results[i] = writeResult{err: err, rev: a.rev}
+				continue
+			}
+			if isLogical(err) {
+				return nil, fmt.Errorf("%w: %w", errRetryAlone, err)
+			}
+			return nil, err
+		}
+		if a.wrote() {
+			a.rev++
+			events = append(events, a.events...)
+		}
+		results[i] = writeResult{val: val, rev: a.rev}
+	}
+	if a.rev != first {
+		if _, err := tx.ExecContext(ctx, s.q(`UPDATE kv_meta SET val = ? WHERE name = 'revision'`), a.rev); err != nil {
+			return nil, fmt.Errorf("sqlstore: advance revision: %w", err)
+		}
+		if s.d.notify != "" {
+			if _, err := tx.ExecContext(ctx, s.q(s.d.notify), strconv.FormatInt(a.rev, 10)); err != nil {
+				return nil, fmt.Errorf("sqlstore: notify: %w", err)
+			}
+		}
+	}
+	if a.compacted != compacted {
+		if _, err := tx.ExecContext(ctx, s.q(`UPDATE kv_meta SET val = ? WHERE name = 'compact_revision'`), a.compacted); err != nil {
+			return nil, fmt.Errorf("sqlstore: set compact revision: %w", err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, fmt.Errorf("sqlstore: commit: %w", err)
+	}
+	s.metrics.sqlDuration.WithLabelValues("write").Observe(time.Since(start).Seconds())
+	s.metrics.batchSize.Observe(float64(len(batch)))
+	if a.rev != first {
+		s.metrics.setRevisions(a.rev, a.compacted)
+		s.hub.publishLocal(first, a.rev, events)
+	} else if a.compacted != compacted {
+		s.metrics.setRevisions(a.rev, a.compacted)
+	}
+	return results, nil
+}
+
+// applier applies requests inside one transaction. rev is the last revision
+// committed before the current request; a request that writes does so at
+// rev+1.
+type applier struct {
+	s         *Store
+	ctx       context.Context
+	qx        queryer
+	rev       int64
+	compacted int64
+	writable  bool
+
+	sub    int
+	events []Event
+}
+
+func (a *applier) beginRequest() {
+	a.sub = 0
+	a.events = a.events[:0:0]
+}
+
+func (a *applier) wrote() bool { return len(a.events) > 0 }
+
+// readRevision is the revision reads in the current request see: its own
+// writes count.
+func (a *applier) readRevision() int64 {
+	if a.wrote() {
+		return a.rev + 1
+	}
+	return a.rev
+}
