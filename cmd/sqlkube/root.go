@@ -1,0 +1,62 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/spf13/cobra"
+)
+
+// version is set at build time with -ldflags "-X main.version=…".
+var version = "dev"
+
+type logFlags struct {
+	level  string
+	format string
+}
+
+func (f *logFlags) logger(w io.Writer) (zerolog.Logger, error) {
+	lvl, err := zerolog.ParseLevel(f.level)
+	if err != nil || f.level == "" {
+		return zerolog.Logger{}, fmt.Errorf("invalid --log-level %q: want trace, debug, info, warn or error", f.level)
+	}
+	switch f.format {
+	case "json":
+	case "console":
+		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.RFC3339}
+	default:
+		return zerolog.Logger{}, fmt.Errorf("invalid --log-format %q: want json or console", f.format)
+	}
+	return zerolog.New(w).Level(lvl).With().Timestamp().Logger(), nil
+}
+
+func newRootCommand() *cobra.Command {
+	lf := &logFlags{}
+	root := &cobra.Command{
+		Use:           "sqlkube",
+		Short:         "A Kubernetes-compatible control plane whose state lives in SQL",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.PersistentFlags().StringVar(&lf.level, "log-level", "info", "log level: trace, debug, info, warn, error")
+	root.PersistentFlags().StringVar(&lf.format, "log-format", "console", "log format: json or console")
+	root.AddCommand(newVersionCommand(), newEtcdCommand(lf), newMigrateCommand(lf))
+	return root
+}
+
+func newVersionCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the version",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			fmt.Fprintf(cmd.OutOrStdout(), "sqlkube %s (etcd API %s)\n", version, etcdAPIVersion())
+			return nil
+		},
+	}
+}
+
+func stderrLogger(lf *logFlags) (zerolog.Logger, error) { return lf.logger(os.Stderr) }

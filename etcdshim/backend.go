@@ -1,0 +1,38 @@
+// Package etcdshim serves the etcd v3 gRPC API (KV, Watch, Lease,
+// Maintenance, Cluster) over a Backend, normally the SQL revision log in
+// etcdshim/sqlstore. gRPC and protobuf types stay in this package.
+package etcdshim
+
+import (
+	"context"
+
+	"github.com/sqlkube/sqlkube/etcdshim/sqlstore"
+)
+
+// Backend is the key-value store behind the etcd API. Its errors are the
+// sqlstore sentinels (sqlstore.ErrCompacted, ErrLeaseNotFound, …), which
+// this package turns into etcd's gRPC errors.
+type Backend interface {
+	Range(ctx context.Context, req sqlstore.RangeRequest) (*sqlstore.RangeResult, error)
+	Put(ctx context.Context, req sqlstore.PutRequest) (*sqlstore.PutResult, int64, error)
+	DeleteRange(ctx context.Context, req sqlstore.DeleteRequest) (*sqlstore.DeleteResult, int64, error)
+	Txn(ctx context.Context, req *sqlstore.TxnRequest) (*sqlstore.TxnResult, error)
+	Compact(ctx context.Context, rev int64) (int64, error)
+
+	// Watch delivers batches of whole revisions from startRev (<= 0: after
+	// the current revision) until ctx ends; see sqlstore.Store.Watch.
+	Watch(ctx context.Context, key, end []byte, startRev int64, deliver func(sqlstore.WatchBatch) error) (*sqlstore.Watch, error)
+
+	LeaseGrant(ctx context.Context, id, ttl int64) (*sqlstore.Lease, error)
+	LeaseRevoke(ctx context.Context, id int64) (int64, error)
+	LeaseKeepAlive(ctx context.Context, id int64) (int64, error)
+	LeaseTimeToLive(ctx context.Context, id int64, keys bool) (*sqlstore.Lease, error)
+	Leases(ctx context.Context) ([]int64, error)
+
+	// Revisions returns the current and the compacted revision.
+	Revisions(ctx context.Context) (current, compacted int64, err error)
+	Size(ctx context.Context) (int64, error)
+	Defragment(ctx context.Context) error
+}
+
+var _ Backend = (*sqlstore.Store)(nil)

@@ -1,0 +1,190 @@
+package etcdshim
+
+import (
+	"context"
+	"crypto/tls"
+	"hash/fnv"
+	"math"
+	"net"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/status"
+)
+
+// MaxRequestBytes is etcd's default request limit: larger requests are
+// refused with "etcdserver: request is too large".
+const MaxRequestBytes = 1536 * 1024
+
+// grpcOverhead lets a request a little over the limit reach the check that
+// answers with etcd's error instead of gRPC's.
+const grpcOverhead = 512 * 1024
+
+// MaxTxnOps is etcd's default limit of operations in one txn.
+const MaxTxnOps = 128
+
+// Version is the etcd API version sqlkube reports.
+const Version = "3.6.4"
+
+// Options configure a Server.
+type Options struct {
+	Backend Backend
+	Logger  zerolog.Logger
+	// Name and ClientURLs describe this member in MemberList.
+	Name       string
+	ClientURLs []string
+	// ClusterKey identifies the datastore; instances on one database report
+	// the same cluster ID.
+	ClusterKey string
+	// TLS, if set, serves gRPC over TLS.
+	TLS *tls.Config
+	// ProgressNotifyInterval is how often idle watches asking for progress
+	// notifications get one (etcd: 10 minutes).
+	ProgressNotifyInterval time.Duration
+	// Registerer, if set, receives RPC metrics.
+	Registerer prometheus.Registerer
+}
+
+// Server is the etcd v3 API over a Backend.
+type Server struct {
+	opts      Options
+	be        Backend
+	log       zerolog.Logger
+	grpc      *grpc.Server
+	health    *health.Server
+	memberID  uint64
+	clusterID uint64
+	rpcTime   *prometheus.HistogramVec
+	watchers  prometheus.Gauge
+
+	mu      sync.Mutex
+	streams map[*watchStream]struct{}
+}
+
+func hash64(s string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(s))
+	return h.Sum64()
+}
+
+// New builds a Server; call Serve to accept connections.
+func New(opts Options) *Server {
+	if opts.ProgressNotifyInterval <= 0 {
+		opts.ProgressNotifyInterval = 10 * time.Minute
+	}
+	if opts.Name == "" {
+		opts.Name = "sqlkube"
+	}
+	s := &Server{
+		opts:      opts,
+		be:        opts.Backend,
+		log:       opts.Logger.With().Str("component", "etcdshim").Logger(),
+		memberID:  hash64(opts.Name + "|" + strings.Join(opts.ClientURLs, ",")),
+		clusterID: hash64("sqlkube|" + opts.ClusterKey),
+		streams:   map[*watchStream]struct{}{},
+		rpcTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "sqlkube", Subsystem: "etcd", Name: "rpc_duration_seconds",
+			Help:    "Latency of etcd API calls by method and gRPC code.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 18),
+		}, []string{"method", "code"}),
+		watchers: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "sqlkube", Subsystem: "etcd", Name: "watch_streams", Help: "Open watch streams.",
+		}),
+	}
+	if opts.Registerer != nil {
+		_ = opts.Registerer.Register(s.rpcTime)
+		_ = opts.Registerer.Register(s.watchers)
+	}
+	gopts := []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(MaxRequestBytes + grpcOverhead),
+		grpc.MaxSendMsgSize(math.MaxInt32),
+		grpc.MaxConcurrentStreams(math.MaxUint32),
+		grpc.UnaryInterceptor(s.unaryInterceptor),
+		grpc.StreamInterceptor(s.streamInterceptor),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 2 * time.Hour, Timeout: 20 * time.Second}),
+	}
+	if opts.TLS != nil {
+		gopts = append(gopts, grpc.Creds(credentials.NewTLS(opts.TLS)))
+	}
+	s.grpc = grpc.NewServer(gopts...)
+	pb.RegisterKVServer(s.grpc, &kvServer{s: s})
+	pb.RegisterWatchServer(s.grpc, &watchServer{s: s})
+	pb.RegisterLeaseServer(s.grpc, &leaseServer{s: s})
+	pb.RegisterMaintenanceServer(s.grpc, &maintenanceServer{s: s})
+	pb.RegisterClusterServer(s.grpc, &clusterServer{s: s})
+	s.health = health.NewServer()
+	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	healthpb.RegisterHealthServer(s.grpc, s.health)
+	return s
+}
+
+// Serve accepts connections on l until Stop.
+func (s *Server) Serve(l net.Listener) error { return s.grpc.Serve(l) }
+
+// Stop ends watch streams, lets in-flight calls finish for up to timeout,
+// then closes every connection.
+func (s *Server) Stop(timeout time.Duration) {
+	s.health.Shutdown()
+	s.mu.Lock()
+	for ws := range s.streams {
+		ws.cancel()
+	}
+	s.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		s.grpc.GracefulStop()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(timeout):
+		s.grpc.Stop()
+	}
+}
+
+func (s *Server) header(rev int64) *pb.ResponseHeader {
+	return &pb.ResponseHeader{ClusterId: s.clusterID, MemberId: s.memberID, Revision: rev, RaftTerm: 1}
+}
+
+type sizer interface{ Size() int }
+
+func (s *Server) unaryInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	start := time.Now()
+	var resp any
+	var err error
+	if m, ok := req.(sizer); ok && m.Size() > MaxRequestBytes {
+		err = rpctypes.ErrGRPCRequestTooLarge
+	} else {
+		resp, err = handler(ctx, req)
+	}
+	s.rpcTime.WithLabelValues(methodName(info.FullMethod), status.Code(err).String()).Observe(time.Since(start).Seconds())
+	if err != nil && s.log.GetLevel() <= zerolog.DebugLevel {
+		s.log.Debug().Str("method", info.FullMethod).Err(err).Msg("rpc failed")
+	}
+	return resp, err
+}
+
+func (s *Server) streamInterceptor(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	start := time.Now()
+	err := handler(srv, ss)
+	s.rpcTime.WithLabelValues(methodName(info.FullMethod), status.Code(err).String()).Observe(time.Since(start).Seconds())
+	return err
+}
+
+func methodName(full string) string {
+	if i := strings.LastIndexByte(full, '/'); i >= 0 {
+		return full[i+1:]
+	}
+	return full
+}

@@ -1,0 +1,371 @@
+package etcdshim
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync"
+	"time"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+
+	"github.com/sqlkube/sqlkube/etcdshim/sqlstore"
+)
+
+// maxWatchResponse is the size a watch response aims to stay under: events
+// of several revisions are split at revision boundaries, and a single
+// revision only when the watch asked for fragments.
+const maxWatchResponse = MaxRequestBytes
+
+// progressWatchID marks a progress notification for every watch on the
+// stream (clientv3.InvalidWatchID).
+const progressWatchID = -1
+
+type watchServer struct {
+	pb.UnimplementedWatchServer
+	s *Server
+}
+
+// watchStream is one Watch RPC: many watches share it and its send queue.
+type watchStream struct {
+	s      *Server
+	ctx    context.Context
+	cancel context.CancelFunc
+	// out is drained by the sender goroutine; everything sent on the
+	// stream goes through it, so order on the wire is order of enqueueing.
+	out chan *pb.WatchResponse
+
+	mu      sync.Mutex // guards watches and nextID
+	watches map[int64]*streamWatch
+	nextID  int64
+}
+
+type streamWatch struct {
+	id             int64
+	w              *sqlstore.Watch
+	progressNotify bool
+	fragment       bool
+	prevKV         bool
+	noPut, noDel   bool
+	mu             sync.Mutex
+	sentEvents     bool // events sent since the last progress tick
+}
+
+func (ws *watchServer) Watch(stream pb.Watch_WatchServer) error {
+	ctx, cancel := context.WithCancel(stream.Context())
+	st := &watchStream{s: ws.s, ctx: ctx, cancel: cancel, out: make(chan *pb.WatchResponse, 64), watches: map[int64]*streamWatch{}}
+	ws.s.mu.Lock()
+	ws.s.streams[st] = struct{}{}
+	ws.s.mu.Unlock()
+	ws.s.watchers.Inc()
+	defer func() {
+		cancel()
+		st.cancelAll()
+		ws.s.mu.Lock()
+		delete(ws.s.streams, st)
+		ws.s.mu.Unlock()
+		ws.s.watchers.Dec()
+	}()
+
+	sendErr := make(chan error, 1)
+	go func() { sendErr <- st.sendLoop(stream) }()
+	go st.progressLoop()
+
+	recvErr := make(chan error, 1)
+	go func() {
+		for {
+			req, err := stream.Recv()
+			if err != nil {
+				recvErr <- err
+				return
+			}
+			st.handle(req)
+		}
+	}()
+	select {
+	case err := <-recvErr:
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		return err
+	case err := <-sendErr:
+		return err
+	case <-ctx.Done():
+		// Server shutdown: end the stream cleanly.
+		return nil
+	}
+}
+
+func (st *watchStream) sendLoop(stream pb.Watch_WatchServer) error {
+	for {
+		select {
+		case <-st.ctx.Done():
+			return st.ctx.Err()
+		case resp := <-st.out:
+			if err := stream.Send(resp); err != nil {
+				st.cancel()
+				return err
+			}
+		}
+	}
+}
+
+// enqueue queues a response; false if the stream is gone.
+func (st *watchStream) enqueue(resp *pb.WatchResponse) bool {
+	select {
+	case st.out <- resp:
+		return true
+	case <-st.ctx.Done():
+		return false
+	}
+}
+
+func (st *watchStream) cancelAll() {
+	st.mu.Lock()
+	ws := make([]*streamWatch, 0, len(st.watches))
+	for id, w := range st.watches {
+		ws = append(ws, w)
+		delete(st.watches, id)
+	}
+	st.mu.Unlock()
+	for _, w := range ws {
+		if w.w != nil {
+			w.w.Cancel()
+		}
+	}
+}
+
+func (st *watchStream) handle(req *pb.WatchRequest) {
+	switch {
+	case req.GetCreateRequest() != nil:
+		st.create(req.GetCreateRequest())
+	case req.GetCancelRequest() != nil:
+		st.cancelWatch(req.GetCancelRequest().WatchId)
+	case req.GetProgressRequest() != nil:
+		go st.progressAll()
+	}
+}
+
+func (st *watchStream) create(cr *pb.WatchCreateRequest) {
+	ctx := st.ctx
+	cur, compacted, err := st.s.be.Revisions(ctx)
+	if err != nil {
+		st.enqueue(&pb.WatchResponse{Header: st.s.header(0), WatchId: progressWatchID, Created: true, Canceled: true, CancelReason: err.Error()})
+		return
+	}
+	sw := &streamWatch{id: cr.WatchId, progressNotify: cr.ProgressNotify, fragment: cr.Fragment, prevKV: cr.PrevKv}
+	for _, f := range cr.Filters {
+		switch f {
+		case pb.WatchCreateRequest_NOPUT:
+			sw.noPut = true
+		case pb.WatchCreateRequest_NODELETE:
+			sw.noDel = true
+		}
+	}
+	st.mu.Lock()
+	if sw.id == 0 {
+		// Pick the lowest free ID at or above nextID, as etcd does.
+		for {
+			if _, used := st.watches[st.nextID]; !used {
+				break
+			}
+			st.nextID++
+		}
+		sw.id = st.nextID
+		st.nextID++
+	} else if _, used := st.watches[sw.id]; used {
+		st.mu.Unlock()
+		st.enqueue(&pb.WatchResponse{Header: st.s.header(cur), WatchId: progressWatchID, Created: true, Canceled: true,
+			CancelReason: "mvcc: duplicate watch ID provided on the WatchStream"})
+		return
+	}
+	st.watches[sw.id] = sw
+	st.mu.Unlock()
+
+	start := cr.StartRevision
+	if start <= 0 {
+		start = cur + 1
+	}
+	if !st.enqueue(&pb.WatchResponse{Header: st.s.header(cur), WatchId: sw.id, Created: true}) {
+		return
+	}
+	if start <= compacted {
+		st.removeWatch(sw.id)
+		st.enqueue(&pb.WatchResponse{Header: st.s.header(cur), WatchId: sw.id, Canceled: true, CompactRevision: compacted,
+			CancelReason: "etcdserver: mvcc: required revision has been compacted"})
+		return
+	}
+	w, err := st.s.be.Watch(ctx, cr.Key, cr.RangeEnd, start, func(b sqlstore.WatchBatch) error { return st.deliver(sw, b) })
+	if err != nil {
+		st.removeWatch(sw.id)
+		resp := &pb.WatchResponse{Header: st.s.header(cur), WatchId: sw.id, Canceled: true, CancelReason: err.Error()}
+		var ce *sqlstore.CompactedError
+		if errors.As(err, &ce) {
+			resp.CompactRevision = ce.CompactRevision
+		}
+		st.enqueue(resp)
+		return
+	}
+	st.mu.Lock()
+	if cur, ok := st.watches[sw.id]; ok && cur == sw {
+		sw.w = w
+		st.mu.Unlock()
+	} else {
+		st.mu.Unlock()
+		w.Cancel() // cancelled while starting
+		return
+	}
+	go st.awaitEnd(sw)
+}
+
+// awaitEnd tells the client when a watch ends on its own (compaction).
+func (st *watchStream) awaitEnd(sw *streamWatch) {
+	<-sw.w.Done()
+	err := sw.w.Err()
+	if err == nil || st.ctx.Err() != nil {
+		return
+	}
+	if !st.removeWatch(sw.id) {
+		return
+	}
+	resp := &pb.WatchResponse{Header: st.s.header(sw.w.Sent()), WatchId: sw.id, Canceled: true, CancelReason: err.Error()}
+	if errors.Is(err, sqlstore.ErrCompacted) {
+		resp.CompactRevision = sw.w.CompactRevision()
+		resp.CancelReason = "etcdserver: mvcc: required revision has been compacted"
+	}
+	st.enqueue(resp)
+}
+
+func (st *watchStream) removeWatch(id int64) bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if _, ok := st.watches[id]; !ok {
+		return false
+	}
+	delete(st.watches, id)
+	return true
+}
+
+func (st *watchStream) cancelWatch(id int64) {
+	st.mu.Lock()
+	sw, ok := st.watches[id]
+	delete(st.watches, id)
+	st.mu.Unlock()
+	if !ok {
+		return
+	}
+	if sw.w != nil {
+		sw.w.Cancel()
+	}
+	cur, _, _ := st.s.be.Revisions(st.ctx)
+	st.enqueue(&pb.WatchResponse{Header: st.s.header(cur), WatchId: id, Canceled: true})
+}
+
+// deliver turns a batch into responses: filtered, with or without previous
+// values, split at revision boundaries to stay under maxWatchResponse.
+func (st *watchStream) deliver(sw *streamWatch, b sqlstore.WatchBatch) error {
+	var (
+		events []*mvccpb.Event
+		size   int
+	)
+	flush := func(fragment bool) error {
+		if len(events) == 0 {
+			return nil
+		}
+		resp := &pb.WatchResponse{Header: st.s.header(b.Revision), WatchId: sw.id, Events: events, Fragment: fragment}
+		events, size = nil, 0
+		if !st.enqueue(resp) {
+			return context.Canceled
+		}
+		sw.mu.Lock()
+		sw.sentEvents = true
+		sw.mu.Unlock()
+		return nil
+	}
+	for i := range b.Events {
+		e := &b.Events[i]
+		if (e.Type == sqlstore.EventPut && sw.noPut) || (e.Type == sqlstore.EventDelete && sw.noDel) {
+			continue
+		}
+		ev := &mvccpb.Event{Kv: toKV(&e.KV)}
+		if e.Type == sqlstore.EventDelete {
+			ev.Type = mvccpb.DELETE
+		}
+		if sw.prevKV && e.PrevKV != nil {
+			ev.PrevKv = toKV(e.PrevKV)
+		}
+		n := ev.Size()
+		if size+n > maxWatchResponse && len(events) > 0 {
+			sameRev := events[len(events)-1].Kv.ModRevision == e.KV.ModRevision
+			if !sameRev {
+				if err := flush(false); err != nil {
+					return err
+				}
+			} else if sw.fragment {
+				if err := flush(true); err != nil {
+					return err
+				}
+			}
+		}
+		events = append(events, ev)
+		size += n
+	}
+	return flush(false)
+}
+
+// progressAll answers a progress request: once every watch on the stream
+// has delivered everything up to the current revision, one notification
+// with that revision goes to all of them.
+func (st *watchStream) progressAll() {
+	cur, _, err := st.s.be.Revisions(st.ctx)
+	if err != nil {
+		return
+	}
+	st.mu.Lock()
+	ws := make([]*streamWatch, 0, len(st.watches))
+	for _, w := range st.watches {
+		if w.w != nil {
+			ws = append(ws, w)
+		}
+	}
+	st.mu.Unlock()
+	for _, w := range ws {
+		if err := w.w.WaitSent(st.ctx, cur); err != nil && st.ctx.Err() != nil {
+			return
+		}
+	}
+	st.enqueue(&pb.WatchResponse{Header: st.s.header(cur), WatchId: progressWatchID})
+}
+
+// progressLoop sends periodic progress notifications to idle watches that
+// asked for them.
+func (st *watchStream) progressLoop() {
+	tick := time.NewTicker(st.s.opts.ProgressNotifyInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-st.ctx.Done():
+			return
+		case <-tick.C:
+		}
+		st.mu.Lock()
+		ws := make([]*streamWatch, 0, len(st.watches))
+		for _, w := range st.watches {
+			if w.w != nil && w.progressNotify {
+				ws = append(ws, w)
+			}
+		}
+		st.mu.Unlock()
+		for _, w := range ws {
+			w.mu.Lock()
+			busy := w.sentEvents
+			w.sentEvents = false
+			w.mu.Unlock()
+			if busy {
+				continue
+			}
+			st.enqueue(&pb.WatchResponse{Header: st.s.header(w.w.Sent()), WatchId: w.id})
+		}
+	}
+}
