@@ -1,8 +1,8 @@
 package etcdshim
 
 import (
-	"go.etcd.io/etcd/api/v3/mvccpb"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/mvccpb"
 
 	"github.com/sqlkube/sqlkube/etcdshim/sqlstore"
 )
