@@ -1,0 +1,35 @@
+# sqlkube: two commands for a newcomer.
+#   make run   - the server on embedded SQLite (./sqlkube-data/state.db)
+#   make test  - every test (PostgreSQL and MySQL tests skip with a line
+#                when no server is reachable, except under CI=true)
+
+GO      ?= go
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -X main.version=$(VERSION)
+
+.PHONY: run build test test-deps vet fmt bench
+
+build:
+	$(GO) build -ldflags "$(LDFLAGS)" -o bin/sqlkube ./cmd/sqlkube
+
+run: build
+	./bin/sqlkube etcd
+
+# test-deps installs the real clients the end-to-end tests drive (etcdctl
+# from Debian's etcd-client) when they are missing and we may install.
+test-deps:
+	@command -v etcdctl >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing etcd-client (etcdctl) for the end-to-end tests"; \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq etcd-client) >/dev/null; \
+	  else echo "etcdctl not found: install Debian's etcd-client; its tests will skip"; fi; }
+
+test: test-deps
+	$(GO) vet ./...
+	$(GO) test -count=1 -timeout 40m ./...
+
+bench: build
+	$(GO) test -run '^$$' -bench . -benchtime 2s ./etcdshim/...
+
+fmt:
+	gofmt -l -w .
