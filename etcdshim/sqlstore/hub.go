@@ -119,6 +119,25 @@ func (h *hub) read(from, to int64, kr keyRange) (events []Event, ok bool) {
 	return events, true
 }
 
+// reset drops the window and moves head to rev, when the log between the
+// old head and rev was compacted away before the hub could read it. Watches
+// that still need those revisions then fail with ErrCompacted, which tells
+// their clients to resume; none is silently skipped past events.
+func (h *hub) reset(rev int64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if rev <= h.head {
+		return
+	}
+	h.events = nil
+	h.first = rev + 1
+	h.head = rev
+	if !h.closed {
+		close(h.wake)
+		h.wake = make(chan struct{})
+	}
+}
+
 func (h *hub) close() {
 	h.mu.Lock()
 	defer h.mu.Unlock()

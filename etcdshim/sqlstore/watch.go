@@ -103,6 +103,11 @@ func (s *Store) catchUp(ctx context.Context) error {
 		}
 		to := min(cur, head+logChunk)
 		events, err := s.readLog(ctx, head+1, to, keyRange{start: []byte{}, noEnd: true})
+		if errors.Is(err, ErrCompacted) {
+			s.log.Warn().Int64("head", head).Int64("revision", cur).Msg("watch window fell behind compaction; watches needing older revisions will be cancelled")
+			s.hub.reset(cur)
+			return nil
+		}
 		if err != nil {
 			return err
 		}
