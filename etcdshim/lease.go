@@ -6,6 +6,7 @@ import (
 	"io"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 
 	"github.com/sqlkube/sqlkube/etcdshim/sqlstore"
 )
@@ -36,15 +37,38 @@ func (l *leaseServer) LeaseRevoke(ctx context.Context, r *pb.LeaseRevokeRequest)
 	return &pb.LeaseRevokeResponse{Header: l.s.header(rev)}, nil
 }
 
+// LeaseKeepAlive renews leases as the client asks, until the client closes
+// the stream or the server stops.
 func (l *leaseServer) LeaseKeepAlive(stream pb.Lease_LeaseKeepAliveServer) error {
-	ctx := stream.Context()
-	for {
-		req, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
-			return nil
+	ctx, cancel := context.WithCancel(stream.Context())
+	defer cancel()
+	reqs := make(chan *pb.LeaseKeepAliveRequest)
+	recvErr := make(chan error, 1)
+	go func() {
+		for {
+			req, err := stream.Recv()
+			if err != nil {
+				recvErr <- err
+				return
+			}
+			select {
+			case reqs <- req:
+			case <-ctx.Done():
+				return
+			}
 		}
-		if err != nil {
+	}()
+	for {
+		var req *pb.LeaseKeepAliveRequest
+		select {
+		case req = <-reqs:
+		case err := <-recvErr:
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
 			return err
+		case <-l.s.stopping.Done():
+			return rpctypes.ErrGRPCStopped
 		}
 		ttl, err := l.s.be.LeaseKeepAlive(ctx, req.ID)
 		if errors.Is(err, sqlstore.ErrLeaseNotFound) {

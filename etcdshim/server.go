@@ -67,6 +67,11 @@ type Server struct {
 	rpcTime   *prometheus.HistogramVec
 	watchers  prometheus.Gauge
 
+	// stopping ends when Stop begins; long-lived streams (watch, lease
+	// keepalive) end with it, so GracefulStop does not wait for them.
+	stopping context.Context
+	stop     context.CancelFunc
+
 	mu      sync.Mutex
 	streams map[*watchStream]struct{}
 }
@@ -101,6 +106,7 @@ func New(opts Options) *Server {
 			Namespace: "sqlkube", Subsystem: "etcd", Name: "watch_streams", Help: "Open watch streams.",
 		}),
 	}
+	s.stopping, s.stop = context.WithCancel(context.Background())
 	if opts.Registerer != nil {
 		_ = opts.Registerer.Register(s.rpcTime)
 		_ = opts.Registerer.Register(s.watchers)
@@ -132,10 +138,11 @@ func New(opts Options) *Server {
 // Serve accepts connections on l until Stop.
 func (s *Server) Serve(l net.Listener) error { return s.grpc.Serve(l) }
 
-// Stop ends watch streams, lets in-flight calls finish for up to timeout,
-// then closes every connection.
+// Stop ends watch and lease keepalive streams, lets in-flight calls finish
+// for up to timeout, then closes every connection.
 func (s *Server) Stop(timeout time.Duration) {
 	s.health.Shutdown()
+	s.stop()
 	s.mu.Lock()
 	for ws := range s.streams {
 		ws.cancel()

@@ -34,7 +34,9 @@ type watchStream struct {
 	cancel context.CancelFunc
 	// out is drained by the sender goroutine; everything sent on the
 	// stream goes through it, so order on the wire is order of enqueueing.
-	out chan *pb.WatchResponse
+	// An item is sent as a whole: the fragments of one revision travel
+	// together, since clients drop responses that come between them.
+	out chan []*pb.WatchResponse
 
 	mu      sync.Mutex // guards watches and nextID
 	watches map[int64]*streamWatch
@@ -54,7 +56,9 @@ type streamWatch struct {
 
 func (ws *watchServer) Watch(stream pb.Watch_WatchServer) error {
 	ctx, cancel := context.WithCancel(stream.Context())
-	st := &watchStream{s: ws.s, ctx: ctx, cancel: cancel, out: make(chan *pb.WatchResponse, 64), watches: map[int64]*streamWatch{}}
+	// A stream that opens while Stop runs ends too.
+	defer context.AfterFunc(ws.s.stopping, cancel)()
+	st := &watchStream{s: ws.s, ctx: ctx, cancel: cancel, out: make(chan []*pb.WatchResponse, 64), watches: map[int64]*streamWatch{}}
 	ws.s.mu.Lock()
 	ws.s.streams[st] = struct{}{}
 	ws.s.mu.Unlock()
@@ -102,19 +106,22 @@ func (st *watchStream) sendLoop(stream pb.Watch_WatchServer) error {
 		select {
 		case <-st.ctx.Done():
 			return st.ctx.Err()
-		case resp := <-st.out:
-			if err := stream.Send(resp); err != nil {
-				st.cancel()
-				return err
+		case resps := <-st.out:
+			for _, resp := range resps {
+				if err := stream.Send(resp); err != nil {
+					st.cancel()
+					return err
+				}
 			}
 		}
 	}
 }
 
-// enqueue queues a response; false if the stream is gone.
-func (st *watchStream) enqueue(resp *pb.WatchResponse) bool {
+// enqueue queues responses to be sent one after the other, with nothing in
+// between; false if the stream is gone.
+func (st *watchStream) enqueue(resps ...*pb.WatchResponse) bool {
 	select {
-	case st.out <- resp:
+	case st.out <- resps:
 		return true
 	case <-st.ctx.Done():
 		return false
@@ -263,19 +270,27 @@ func (st *watchStream) cancelWatch(id int64) {
 }
 
 // deliver turns a batch into responses: filtered, with or without previous
-// values, split at revision boundaries to stay under maxWatchResponse.
+// values, split at revision boundaries to stay under maxWatchResponse. The
+// fragments of a revision split for a watch that asked for them are queued
+// as one item.
 func (st *watchStream) deliver(sw *streamWatch, b sqlstore.WatchBatch) error {
 	var (
-		events []*mvccpb.Event
-		size   int
+		events    []*mvccpb.Event
+		size      int
+		fragments []*pb.WatchResponse
 	)
 	flush := func(fragment bool) error {
 		if len(events) == 0 {
 			return nil
 		}
-		resp := &pb.WatchResponse{Header: st.s.header(b.Revision), WatchId: sw.id, Events: events, Fragment: fragment}
+		fragments = append(fragments, &pb.WatchResponse{Header: st.s.header(b.Revision), WatchId: sw.id, Events: events, Fragment: fragment})
 		events, size = nil, 0
-		if !st.enqueue(resp) {
+		if fragment {
+			return nil // the rest of the revision follows
+		}
+		resps := fragments
+		fragments = nil
+		if !st.enqueue(resps...) {
 			return context.Canceled
 		}
 		sw.mu.Lock()

@@ -51,7 +51,9 @@ func (s *Store) removeHistory(ctx context.Context, rev int64) error {
 		}
 	}
 	if s.d.name == "sqlite" {
-		if _, err := s.c.write.ExecContext(ctx, `PRAGMA incremental_vacuum`); err != nil {
+		// incremental_vacuum frees one page per step, so it is run as a
+		// query and stepped to the end; Exec would step it once.
+		if err := drain(ctx, s.c.write, `PRAGMA incremental_vacuum`); err != nil {
 			return fmt.Errorf("sqlstore: compact: vacuum: %w", err)
 		}
 		if _, err := s.c.write.ExecContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`); err != nil {

@@ -18,17 +18,23 @@ func (s *Store) Size(ctx context.Context) (int64, error) {
 // can (SQLite VACUUM, PostgreSQL VACUUM FULL, MySQL OPTIMIZE TABLE).
 func (s *Store) Defragment(ctx context.Context) error {
 	for _, stmt := range s.d.defrag {
-		rows, err := s.c.write.QueryContext(ctx, stmt)
-		if err != nil {
-			return fmt.Errorf("sqlstore: defragment: %w", err)
-		}
-		for rows.Next() {
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
+		if err := drain(ctx, s.c.write, stmt); err != nil {
 			return fmt.Errorf("sqlstore: defragment: %w", err)
 		}
 	}
 	s.metrics.observeSize(s)
 	return nil
+}
+
+// drain runs a statement that may return rows (PRAGMA, OPTIMIZE TABLE) and
+// steps through all of them, so the statement runs to its end.
+func drain(ctx context.Context, qx queryer, stmt string) error {
+	rows, err := qx.QueryContext(ctx, stmt)
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+	}
+	rows.Close()
+	return rows.Err()
 }

@@ -201,6 +201,10 @@ func openMySQL(ctx context.Context, dsn string) (*conns, error) {
 	}
 	cfg.ParseTime = false
 	cfg.MultiStatements = false
+	// Report rows matched, not rows changed, as the other databases do: an
+	// UPDATE that rewrites a row with equal values (two lease keepalives in
+	// one millisecond) still found it.
+	cfg.ClientFoundRows = true
 	db, err := sql.Open("mysql", cfg.FormatDSN())
 	if err != nil {
 		return nil, fmt.Errorf("sqlstore: open mysql: %w", err)

@@ -45,15 +45,18 @@ func (r keyRange) empty() bool {
 	return !r.single() && !r.noEnd && bytes.Compare(r.end, r.start) <= 0
 }
 
-// where renders the range as a condition on column col.
+// where renders the range as a condition on column col. An empty start is
+// bound as an empty byte string: a nil one would be SQL NULL, which matches
+// nothing.
 func (r keyRange) where(col string, args []any) (string, []any) {
+	start := nonNil(r.start)
 	switch {
 	case r.single():
-		return col + " = ?", append(args, r.start)
+		return col + " = ?", append(args, start)
 	case r.noEnd:
-		return col + " >= ?", append(args, r.start)
+		return col + " >= ?", append(args, start)
 	}
-	return col + " >= ? AND " + col + " < ?", append(args, r.start, r.end)
+	return col + " >= ? AND " + col + " < ?", append(args, start, r.end)
 }
 
 // Range reads keys at the current or a past revision, linearizably.

@@ -34,9 +34,13 @@ func isLogical(err error) bool {
 	return false
 }
 
-// errRetryAlone marks a request that failed after it had written: the batch
-// is rolled back and the request runs again in a transaction of its own.
-var errRetryAlone = errors.New("sqlstore: retry request alone")
+// retryAloneError marks a request that failed with err after it had
+// written: the batch is rolled back and the request runs again in a
+// transaction of its own, where the same failure is its answer.
+type retryAloneError struct{ err error }
+
+func (e *retryAloneError) Error() string { return "sqlstore: retry request alone: " + e.err.Error() }
+func (e *retryAloneError) Unwrap() error { return e.err }
 
 // write queues fn for the writer and waits for its result.
 func (s *Store) write(ctx context.Context, fn func(a *applier) (any, error)) (any, int64, error) {
@@ -94,8 +98,9 @@ func (s *Store) commitBatch(batch []*writeReq) {
 			}
 			return
 		}
-		if errors.Is(err, errRetryAlone) {
-			err = errors.Unwrap(err)
+		var alone *retryAloneError
+		if errors.As(err, &alone) {
+			err = alone.err
 		}
 		batch[0].done <- writeResult{err: err}
 		return
@@ -144,7 +149,7 @@ func (s *Store) applyBatch(batch []*writeReq) ([]writeResult, error) {
 				continue
 			}
 			if isLogical(err) {
-				return nil, fmt.Errorf("%w: %w", errRetryAlone, err)
+				return nil, &retryAloneError{err: err}
 			}
 			return nil, err
 		}

@@ -3,7 +3,7 @@ CREATE TABLE kv_meta (
     name VARCHAR(64) NOT NULL PRIMARY KEY,
     val  BIGINT NOT NULL
 ) ENGINE=InnoDB;
-INSERT INTO kv_meta (name, val) VALUES ('revision', 0), ('compact_revision', 0);
+INSERT INTO kv_meta (name, val) VALUES ('revision', 1), ('compact_revision', 0);
 
 CREATE TABLE kv_current (
     name            VARBINARY(2048) NOT NULL PRIMARY KEY,

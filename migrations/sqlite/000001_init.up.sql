@@ -1,10 +1,11 @@
--- Revision log schema. Revisions are gapless and assigned in commit order by
+-- Revision log schema. As in etcd, an empty keyspace is at revision 1 and the
+-- first write is revision 2. Revisions are gapless and assigned in commit order by
 -- the writer (see etcdshim/sqlstore/writer.go); they are never auto-increment ids.
 CREATE TABLE kv_meta (
     name TEXT NOT NULL PRIMARY KEY,
     val  INTEGER NOT NULL
 );
-INSERT INTO kv_meta (name, val) VALUES ('revision', 0), ('compact_revision', 0);
+INSERT INTO kv_meta (name, val) VALUES ('revision', 1), ('compact_revision', 0);
 
 -- Current state: one row per live key, so reads at the current revision never scan history.
 CREATE TABLE kv_current (

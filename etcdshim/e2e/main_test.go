@@ -1,0 +1,426 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Deadlines of the harness. They only bound waits for conditions; no test
+// sleeps for a fixed time.
+const (
+	startTimeout   = 60 * time.Second // a server process until it serves
+	stopTimeout    = 30 * time.Second // a server process after SIGTERM
+	commandTimeout = 30 * time.Second // one etcdctl run
+	waitFor        = 20 * time.Second // an awaited condition or watch output
+)
+
+// sqlkubeBin is the binary TestMain builds.
+var sqlkubeBin string
+
+func TestMain(m *testing.M) { os.Exit(runTests(m)) }
+
+func runTests(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "sqlkube-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: temp dir:", err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	root, err := moduleRoot()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: find module root:", err)
+		return 1
+	}
+	bin := filepath.Join(dir, "sqlkube")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/sqlkube")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: go build ./cmd/sqlkube: %v\n%s", err, out)
+		return 1
+	}
+	sqlkubeBin = bin
+	return m.Run()
+}
+
+// moduleRoot is the directory of go.mod: from `go env GOMOD`, else two
+// levels up from this package.
+func moduleRoot() (string, error) {
+	if out, err := exec.Command("go", "env", "GOMOD").Output(); err == nil {
+		if gomod := strings.TrimSpace(string(out)); gomod != "" && gomod != os.DevNull {
+			return filepath.Dir(gomod), nil
+		}
+	}
+	return filepath.Abs(filepath.Join("..", ".."))
+}
+
+// etcdctlPath finds etcdctl. Without it the test is skipped, or fails under
+// CI=true.
+func etcdctlPath(t *testing.T) string {
+	t.Helper()
+	p, err := exec.LookPath("etcdctl")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("etcdctl not found (%v); CI must provide it (Debian: apt-get install etcd-client)", err)
+		}
+		t.Skipf("skipping etcdctl end-to-end test: etcdctl not found (%v); install etcd-client (etcdctl 3.4) to run it", err)
+	}
+	return p
+}
+
+// logWriter keeps a process's output and notices the line that says the
+// etcd API is served.
+type logWriter struct {
+	mu      sync.Mutex
+	all     bytes.Buffer
+	partial []byte
+	ready   chan struct{}
+	once    sync.Once
+}
+
+func newLogWriter() *logWriter { return &logWriter{ready: make(chan struct{})} }
+
+func (w *logWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.all.Write(p)
+	w.partial = append(w.partial, p...)
+	for {
+		i := bytes.IndexByte(w.partial, '\n')
+		if i < 0 {
+			break
+		}
+		var entry struct {
+			Message string `json:"message"`
+		}
+		if json.Unmarshal(w.partial[:i], &entry) == nil && entry.Message == "serving etcd API" {
+			w.once.Do(func() { close(w.ready) })
+		}
+		w.partial = w.partial[i+1:]
+	}
+	return len(p), nil
+}
+
+func (w *logWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.all.String()
+}
+
+// server is one `sqlkube etcd` process.
+type server struct {
+	dsn     string
+	addr    string
+	etcdctl string
+	cmd     *exec.Cmd
+	log     *logWriter
+	done    chan struct{} // closed when the process has exited
+	stopped bool
+}
+
+// freePort returns a port that was free a moment ago. Another process may
+// take it before sqlkube binds it; startServer retries then.
+func freePort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("pick a port: %v", err)
+	}
+	defer l.Close()
+	_, port, err := net.SplitHostPort(l.Addr().String())
+	if err != nil {
+		t.Fatalf("pick a port: %v", err)
+	}
+	return port
+}
+
+// startServer runs `sqlkube etcd` on dsn and a free port, waits until
+// etcdctl finds it healthy, and stops it when the test ends (asserting a
+// clean exit).
+func startServer(t *testing.T, dsn string) *server {
+	t.Helper()
+	ctl := etcdctlPath(t)
+	const attempts = 5
+	for attempt := 1; ; attempt++ {
+		s := &server{dsn: dsn, etcdctl: ctl, addr: net.JoinHostPort("127.0.0.1", freePort(t)), log: newLogWriter(), done: make(chan struct{})}
+		s.cmd = exec.Command(sqlkubeBin, "etcd", "--log-format=json", "--listen-address="+s.addr,
+			"--datastore="+dsn, "--name=e2e", "--compaction-interval=0")
+		s.cmd.Stdout = s.log
+		s.cmd.Stderr = s.log
+		if err := s.cmd.Start(); err != nil {
+			t.Fatalf("start sqlkube etcd: %v", err)
+		}
+		go func() {
+			_ = s.cmd.Wait()
+			close(s.done)
+		}()
+		select {
+		case <-s.log.ready:
+		case <-s.done:
+			if attempt < attempts && strings.Contains(s.log.String(), "address already in use") {
+				t.Logf("port of %s was taken before sqlkube bound it; retrying", s.addr)
+				continue
+			}
+			t.Fatalf("sqlkube etcd exited with %v before serving:\n%s", s.cmd.ProcessState, s.log)
+		case <-time.After(startTimeout):
+			_ = s.cmd.Process.Kill()
+			<-s.done
+			t.Fatalf("sqlkube etcd did not serve within %v:\n%s", startTimeout, s.log)
+		}
+		t.Cleanup(func() { s.stop(t) })
+		s.awaitHealthy(t)
+		return s
+	}
+}
+
+// awaitHealthy polls `etcdctl endpoint health` until it succeeds.
+func (s *server) awaitHealthy(t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(waitFor)
+	for {
+		out, errOut, err := s.run(t, "", "endpoint", "health")
+		if err == nil {
+			if got := out + errOut; !strings.Contains(got, s.addr+" is healthy") {
+				t.Fatalf("endpoint health succeeded but says %q", got)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("sqlkube on %s not healthy within %v: %v\n%s\nserver log:\n%s", s.addr, waitFor, err, errOut, s.log)
+		}
+		select {
+		case <-s.done:
+			t.Fatalf("sqlkube exited while waiting for health:\n%s", s.log)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// stop sends SIGTERM, asserts that the process exits 0 in time, and
+// returns how long it took. It is safe to call more than once.
+func (s *server) stop(t *testing.T) time.Duration {
+	t.Helper()
+	if s.stopped {
+		return 0
+	}
+	s.stopped = true
+	start := time.Now()
+	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		t.Errorf("SIGTERM sqlkube: %v", err)
+	}
+	select {
+	case <-s.done:
+	case <-time.After(stopTimeout):
+		_ = s.cmd.Process.Kill()
+		<-s.done
+		t.Errorf("sqlkube did not exit within %v of SIGTERM:\n%s", stopTimeout, s.log)
+		return time.Since(start)
+	}
+	took := time.Since(start)
+	if code := s.cmd.ProcessState.ExitCode(); code != 0 {
+		t.Errorf("sqlkube exited with %v after SIGTERM, want exit status 0:\n%s", s.cmd.ProcessState, s.log)
+	}
+	return took
+}
+
+// ctlCommand builds an etcdctl command against the server.
+func (s *server) ctlCommand(ctx context.Context, args ...string) *exec.Cmd {
+	full := append([]string{"--endpoints=" + s.addr, "--dial-timeout=5s", "--command-timeout=20s"}, args...)
+	cmd := exec.CommandContext(ctx, s.etcdctl, full...)
+	cmd.Env = append(os.Environ(), "ETCDCTL_API=3")
+	return cmd
+}
+
+// run runs etcdctl with stdin and returns what it printed.
+func (s *server) run(t *testing.T, stdin string, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
+	defer cancel()
+	cmd := s.ctlCommand(ctx, args...)
+	cmd.Stdin = strings.NewReader(stdin)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err = cmd.Run()
+	if ctx.Err() != nil {
+		t.Fatalf("etcdctl %s: no answer within %v\nstderr: %s", strings.Join(args, " "), commandTimeout, errOut.String())
+	}
+	return out.String(), errOut.String(), err
+}
+
+// ctl runs etcdctl, fails the test unless it succeeds, and returns stdout.
+func (s *server) ctl(t *testing.T, args ...string) string {
+	t.Helper()
+	return s.ctlStdin(t, "", args...)
+}
+
+// ctlStdin is ctl with input.
+func (s *server) ctlStdin(t *testing.T, stdin string, args ...string) string {
+	t.Helper()
+	out, errOut, err := s.run(t, stdin, args...)
+	if err != nil {
+		t.Fatalf("etcdctl %s: %v\nstdout: %s\nstderr: %s", strings.Join(args, " "), err, out, errOut)
+	}
+	return out
+}
+
+// ctlJSON runs etcdctl with -w json and decodes its output into v.
+func (s *server) ctlJSON(t *testing.T, v any, args ...string) {
+	t.Helper()
+	out := s.ctl(t, append(args, "-w", "json")...)
+	if err := json.Unmarshal([]byte(out), v); err != nil {
+		t.Fatalf("etcdctl %s -w json: decode %q: %v", strings.Join(args, " "), out, err)
+	}
+}
+
+// ctlFail runs etcdctl, fails the test if it succeeds, and returns stderr.
+func (s *server) ctlFail(t *testing.T, args ...string) string {
+	t.Helper()
+	out, errOut, err := s.run(t, "", args...)
+	if err == nil {
+		t.Fatalf("etcdctl %s succeeded, want an error\nstdout: %s", strings.Join(args, " "), out)
+	}
+	return errOut
+}
+
+// wantOutput compares etcdctl output with the expected lines.
+func wantOutput(t *testing.T, what, got string, want ...string) {
+	t.Helper()
+	w := strings.Join(want, "\n")
+	if len(want) > 0 {
+		w += "\n"
+	}
+	if got != w {
+		t.Errorf("%s:\ngot:\n%s\nwant:\n%s", what, got, w)
+	}
+}
+
+// revision reads the server's current revision.
+func (s *server) revision(t *testing.T) int64 {
+	t.Helper()
+	var resp struct {
+		Header struct {
+			Revision int64 `json:"revision"`
+		} `json:"header"`
+	}
+	s.ctlJSON(t, &resp, "get", "revision-probe")
+	return resp.Header.Revision
+}
+
+// watchProc is a background etcdctl command that prints until stopped,
+// such as `etcdctl watch`.
+type watchProc struct {
+	cmd    *exec.Cmd
+	lines  chan string
+	quit   chan struct{}
+	done   chan struct{} // closed when the process has exited
+	stderr *logWriter
+}
+
+// startWatch runs `etcdctl watch args…` until the test ends.
+func (s *server) startWatch(t *testing.T, args ...string) *watchProc {
+	t.Helper()
+	return s.startCtl(t, append([]string{"watch"}, args...)...)
+}
+
+// startCtl runs `etcdctl args…` in the background until the test ends.
+func (s *server) startCtl(t *testing.T, args ...string) *watchProc {
+	t.Helper()
+	cmd := s.ctlCommand(context.Background(), args...)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatalf("etcdctl watch: %v", err)
+	}
+	w := &watchProc{cmd: cmd, lines: make(chan string, 1024), quit: make(chan struct{}), done: make(chan struct{}), stderr: newLogWriter()}
+	cmd.Stderr = w.stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("etcdctl watch: %v", err)
+	}
+	go w.read(stdout)
+	t.Cleanup(w.stop)
+	return w
+}
+
+func (w *watchProc) read(r io.Reader) {
+	defer close(w.done)
+	defer close(w.lines)
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64*1024), 64<<20)
+	for sc.Scan() {
+		select {
+		case w.lines <- sc.Text():
+		case <-w.quit:
+			_, _ = io.Copy(io.Discard, r)
+			_ = w.cmd.Wait()
+			return
+		}
+	}
+	_ = w.cmd.Wait()
+}
+
+// stop ends the watch process and waits for it.
+func (w *watchProc) stop() {
+	select {
+	case <-w.quit:
+		return
+	default:
+	}
+	close(w.quit)
+	_ = w.cmd.Process.Kill()
+	<-w.done
+}
+
+// next returns the next line the watch printed, failing the test at the
+// deadline or when the watch ends.
+func (w *watchProc) next(t *testing.T, deadline time.Time) string {
+	t.Helper()
+	select {
+	case line, ok := <-w.lines:
+		if !ok {
+			t.Fatalf("etcdctl watch ended early:\n%s", w.stderr)
+		}
+		return line
+	case <-time.After(time.Until(deadline)):
+		t.Fatalf("etcdctl watch printed nothing more within %v", waitFor)
+		return ""
+	}
+}
+
+// expect reads len(want) lines and compares them with want.
+func (w *watchProc) expect(t *testing.T, want ...string) {
+	t.Helper()
+	deadline := time.Now().Add(waitFor)
+	got := make([]string, 0, len(want))
+	for range want {
+		got = append(got, w.next(t, deadline))
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("etcdctl watch printed:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// leaseHex formats a lease ID as etcdctl prints it.
+func leaseHex(id int64) string { return fmt.Sprintf("%016x", id) }
+
+// parseLeaseHex reads a lease ID as etcdctl prints it.
+func parseLeaseHex(t *testing.T, s string) int64 {
+	t.Helper()
+	id, err := strconv.ParseUint(s, 16, 64)
+	if err != nil {
+		t.Fatalf("lease ID %q: %v", s, err)
+	}
+	return int64(id)
+}
