@@ -26,9 +26,11 @@ import (
 // refused with "etcdserver: request is too large".
 const MaxRequestBytes = 1536 * 1024
 
-// grpcOverhead lets a request a little over the limit reach the check that
-// answers with etcd's error instead of gRPC's.
-const grpcOverhead = 512 * 1024
+// maxRecvBytes is how large a message gRPC accepts: requests between
+// MaxRequestBytes and it reach the check that answers with etcd's "request is
+// too large" (etcd itself lets gRPC refuse anything over 2 MiB with a bare
+// ResourceExhausted); larger ones still get gRPC's ResourceExhausted.
+const maxRecvBytes = 8 << 20
 
 // MaxTxnOps is etcd's default limit of operations in one txn.
 const MaxTxnOps = 128
@@ -112,7 +114,7 @@ func New(opts Options) *Server {
 		_ = opts.Registerer.Register(s.watchers)
 	}
 	gopts := []grpc.ServerOption{
-		grpc.MaxRecvMsgSize(MaxRequestBytes + grpcOverhead),
+		grpc.MaxRecvMsgSize(maxRecvBytes),
 		grpc.MaxSendMsgSize(math.MaxInt32),
 		grpc.MaxConcurrentStreams(math.MaxUint32),
 		grpc.UnaryInterceptor(s.unaryInterceptor),

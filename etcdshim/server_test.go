@@ -110,7 +110,7 @@ func newClient(t *testing.T, addr string) *clientv3.Client {
 	c, err := clientv3.New(clientv3.Config{
 		Endpoints: []string{addr}, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
 		// Large enough that oversized requests reach the server.
-		MaxCallSendMsgSize: 8 << 20,
+		MaxCallSendMsgSize: 16 << 20,
 	})
 	if err != nil {
 		t.Fatalf("clientv3.New(%s): %v", addr, err)
@@ -608,12 +608,17 @@ func TestKV_RequestTooLarge(t *testing.T) {
 		if _, err := c.Txn(ctx).Then(ops...).Commit(); !errors.Is(err, rpctypes.ErrRequestTooLarge) {
 			t.Errorf("Txn of 1.6 MiB: %v, want %v", err, rpctypes.ErrRequestTooLarge)
 		}
-		// A 2 MiB value is also over gRPC's receive limit (1.5 MiB + 512
-		// KiB, as in etcd), which refuses it with ResourceExhausted before
-		// the size check sees it; etcd 3.6 answers the same.
+		// 2 MiB is past etcd's own gRPC limit, but sqlkube's gRPC accepts up
+		// to 8 MiB so that it, too, gets etcd's error rather than a bare
+		// ResourceExhausted.
 		_, err = c.Put(ctx, "big", strings.Repeat("x", 2<<20))
-		if status.Code(err) != codes.ResourceExhausted && !errors.Is(err, rpctypes.ErrRequestTooLarge) {
-			t.Errorf("Put of 2 MiB: %v, want it refused as too large", err)
+		if !errors.Is(err, rpctypes.ErrRequestTooLarge) {
+			t.Errorf("Put of 2 MiB: %v, want %v", err, rpctypes.ErrRequestTooLarge)
+		}
+		// Past the gRPC limit, gRPC itself refuses it.
+		_, err = c.Put(ctx, "big", strings.Repeat("x", 9<<20))
+		if status.Code(err) != codes.ResourceExhausted {
+			t.Errorf("Put of 9 MiB: %v, want ResourceExhausted", err)
 		}
 		// The server keeps serving, and nothing was written.
 		resp := mustPut(t, c, "small", "ok")
