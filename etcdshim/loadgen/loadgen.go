@@ -115,21 +115,27 @@ func Run(ctx context.Context, cfg Config, workloads []string) ([]Result, error) 
 				return err
 			})
 		case Update:
+			// GuaranteedUpdate's shape: compare-and-swap on the mod
+			// revision, reading the current value back on conflict.
 			r = g.loop(ctx, w, func(ctx context.Context, c *clientv3.Client) error {
 				key := g.key(rand.Intn(cfg.Keys))
+				get, err := c.Get(ctx, key)
+				if err != nil {
+					return err
+				}
+				rev := int64(0)
+				if len(get.Kvs) > 0 {
+					rev = get.Kvs[0].ModRevision
+				}
 				for {
-					get, err := c.Get(ctx, key)
-					if err != nil {
-						return err
-					}
-					rev := int64(0)
-					if len(get.Kvs) > 0 {
-						rev = get.Kvs[0].ModRevision
-					}
 					resp, err := c.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", rev)).
-						Then(clientv3.OpPut(key, string(g.value))).Commit()
+						Then(clientv3.OpPut(key, string(g.value))).Else(clientv3.OpGet(key)).Commit()
 					if err != nil || resp.Succeeded {
 						return err
+					}
+					rev = 0
+					if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
+						rev = kvs[0].ModRevision
 					}
 				}
 			})

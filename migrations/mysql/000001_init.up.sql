@@ -12,7 +12,8 @@ CREATE TABLE kv_current (
     version         BIGINT NOT NULL,
     lease           BIGINT NOT NULL DEFAULT 0,
     val             LONGBLOB NOT NULL,
-    KEY kv_current_lease (lease)
+    KEY kv_current_lease (lease),
+    KEY kv_current_name (name) -- keys alone, so counting a range reads keys, not values
 ) ENGINE=InnoDB ROW_FORMAT=DYNAMIC;
 
 CREATE TABLE kv_log (

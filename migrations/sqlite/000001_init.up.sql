@@ -17,6 +17,8 @@ CREATE TABLE kv_current (
     val             BLOB NOT NULL
 ) WITHOUT ROWID;
 CREATE INDEX kv_current_lease ON kv_current (lease) WHERE lease <> 0;
+-- Keys alone, so counting a range reads keys, not values.
+CREATE INDEX kv_current_name ON kv_current (name);
 
 -- History: every change, in (revision, sub) order; (name, revision) serves historical reads.
 CREATE TABLE kv_log (
