@@ -1,0 +1,368 @@
+package etcd3conformance
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/kubernetes"
+	"go.uber.org/zap"
+	"google.golang.org/grpc/grpclog"
+	"k8s.io/apimachinery/pkg/api/apitesting"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apiserver/pkg/apis/example"
+	examplev1 "k8s.io/apiserver/pkg/apis/example/v1"
+	"k8s.io/apiserver/pkg/features"
+	"k8s.io/apiserver/pkg/storage"
+	"k8s.io/apiserver/pkg/storage/etcd3"
+	storagetesting "k8s.io/apiserver/pkg/storage/testing"
+	"k8s.io/apiserver/pkg/storage/value"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	"k8s.io/utils/clock"
+
+	"github.com/sqlkube/sqlkube/etcdshim"
+	"github.com/sqlkube/sqlkube/etcdshim/sqlstore"
+	"github.com/sqlkube/sqlkube/etcdshim/sqlstore/sqltest"
+)
+
+var (
+	scheme = runtime.NewScheme()
+	codecs = serializer.NewCodecFactory(scheme)
+)
+
+const (
+	// valuePrefix is what the test transformer puts before every stored
+	// value, as in the upstream etcd3 tests.
+	valuePrefix = "test!"
+	// compactRevKey is where the apiserver's compactor records the last
+	// compaction (etcd3.compactRevKey).
+	compactRevKey = "compact_rev_key"
+	// maxListLimit is the largest page the etcd3 store asks for
+	// (etcd3.maxLimit); it bounds the page growth the call checks expect.
+	maxListLimit = 10000
+	// compactionObserveTimeout bounds the wait for the store to see a
+	// compaction through compact_rev_key.
+	compactionObserveTimeout = 30 * time.Second
+)
+
+func init() {
+	metav1.AddToGroupVersion(scheme, metav1.SchemeGroupVersion)
+	utilruntime.Must(example.AddToScheme(scheme))
+	utilruntime.Must(examplev1.AddToScheme(scheme))
+	grpclog.SetLoggerV2(grpclog.NewLoggerV2(io.Discard, io.Discard, os.Stderr))
+}
+
+// setupOptions change the world a test runs in.
+type setupOptions struct {
+	// progressNotifyInterval is the server's progress notification period.
+	progressNotifyInterval time.Duration
+}
+
+type setupOption func(*setupOptions)
+
+// withProgressNotifyInterval sets how often the sqlkube etcd server sends
+// progress notifications (upstream: the embedded etcd's
+// WatchProgressNotifyInterval).
+func withProgressNotifyInterval(d time.Duration) setupOption {
+	return func(o *setupOptions) { o.progressNotifyInterval = d }
+}
+
+// env is one test's world: a fresh database, a sqlkube etcd server on it,
+// an etcd client reaching that server over gRPC, and the apiserver's etcd3
+// storage on that client.
+type env struct {
+	store       *testStore
+	client      *kubernetes.Client
+	kv          *storagetesting.KVRecorder
+	recorder    *storagetesting.KubernetesRecorder
+	transformer *swappableTransformer
+	codec       runtime.Codec
+}
+
+// newEnv builds an env on backend b; everything is torn down when t ends.
+// Feature gates must be set before calling it: the etcd3 store and its
+// compactor read them when built.
+func newEnv(t *testing.T, b sqltest.Backend, opts ...setupOption) *env {
+	t.Helper()
+	var o setupOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	ctx := context.Background()
+
+	be, err := sqlstore.Open(ctx, sqlstore.Options{DSN: b.NewDSN(t), Logger: zerolog.Nop()})
+	if err != nil {
+		t.Fatalf("open %s store: %v", b.Name, err)
+	}
+	t.Cleanup(func() { _ = be.Close() })
+
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("listen: %v", err)
+	}
+	srv := etcdshim.New(etcdshim.Options{Backend: be, Logger: zerolog.Nop(), ProgressNotifyInterval: o.progressNotifyInterval})
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(func() { srv.Stop(time.Second) })
+
+	client, err := kubernetes.New(clientv3.Config{
+		Endpoints:   []string{lis.Addr().String()},
+		DialTimeout: 10 * time.Second,
+		Logger:      zap.NewNop(),
+	})
+	if err != nil {
+		t.Fatalf("etcd client: %v", err)
+	}
+	t.Cleanup(func() { _ = client.Close() })
+	// Count reads and record lists the way upstream's test server does.
+	kv := storagetesting.NewKVRecorder(client.KV)
+	recorder := storagetesting.NewKubernetesRecorder(client.Kubernetes)
+	client.KV = kv
+	client.Kubernetes = recorder
+
+	compactor := etcd3.NewCompactor(client.Client, 0, clock.RealClock{}, nil)
+	t.Cleanup(compactor.Stop)
+
+	codec := apitesting.TestCodec(codecs, examplev1.SchemeGroupVersion)
+	transformer := newSwappableTransformer(storagetesting.NewPrefixTransformer([]byte(valuePrefix), false))
+	versioner := storage.APIObjectVersioner{}
+	leaseConfig := etcd3.NewDefaultLeaseManagerConfig()
+	// Upstream shortens lease reuse to 1s so tests never wait on it.
+	leaseConfig.ReuseDurationSeconds = 1
+	s := etcd3.New(
+		client,
+		compactor,
+		codec,
+		func() runtime.Object { return &example.Pod{} },
+		func() runtime.Object { return &example.PodList{} },
+		"",
+		"/pods",
+		schema.GroupResource{Resource: "pods"},
+		transformer,
+		leaseConfig,
+		etcd3.NewDefaultDecoder(codec, versioner),
+		versioner,
+	)
+	t.Cleanup(s.Close)
+
+	return &env{
+		store:       &testStore{Interface: s, transformer: transformer},
+		client:      client,
+		kv:          kv,
+		recorder:    recorder,
+		transformer: transformer,
+		codec:       codec,
+	}
+}
+
+// run runs fn on a fresh env for every backend. Like upstream, the tests
+// get a background context: they cancel what they start themselves.
+func run(t *testing.T, fn func(ctx context.Context, t *testing.T, e *env), opts ...setupOption) {
+	t.Helper()
+	sqltest.Run(t, func(t *testing.T, b sqltest.Backend) {
+		fn(context.Background(), t, newEnv(t, b, opts...))
+	})
+}
+
+// testStore is the etcd3 store with the hooks the suite uses to swap its
+// value transformer (storagetesting.InterfaceWithPrefixTransformer and
+// InterfaceWithCorruptTransformer).
+type testStore struct {
+	storage.Interface
+	transformer *swappableTransformer
+}
+
+// UpdatePrefixTransformer hands the modifier a copy of the prefix
+// transformer and uses the result until the returned func is called.
+func (s *testStore) UpdatePrefixTransformer(modify storagetesting.PrefixTransformerModifier) func() {
+	modified := *s.transformer.base
+	return s.transformer.swap(modify(&modified))
+}
+
+// CorruptTransformer makes every read fail as if the stored bytes were
+// corrupt, until the returned func is called.
+func (s *testStore) CorruptTransformer() func() {
+	return s.transformer.swap(etcd3.WithCorruptObjErrorHandlingTransformer(corruptedTransformer{s.transformer.base}))
+}
+
+var (
+	_ storagetesting.InterfaceWithPrefixTransformer  = (*testStore)(nil)
+	_ storagetesting.InterfaceWithCorruptTransformer = (*testStore)(nil)
+)
+
+// swappableTransformer is the transformer the store and its watcher share;
+// tests replace what it delegates to for a while.
+type swappableTransformer struct {
+	base *storagetesting.PrefixTransformer
+
+	mu  sync.RWMutex
+	cur value.Transformer
+}
+
+func newSwappableTransformer(base *storagetesting.PrefixTransformer) *swappableTransformer {
+	return &swappableTransformer{base: base, cur: base}
+}
+
+func (s *swappableTransformer) current() value.Transformer {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.cur
+}
+
+// swap delegates to t until the returned func restores the base.
+func (s *swappableTransformer) swap(t value.Transformer) func() {
+	s.mu.Lock()
+	s.cur = t
+	s.mu.Unlock()
+	return func() {
+		s.mu.Lock()
+		s.cur = s.base
+		s.mu.Unlock()
+	}
+}
+
+func (s *swappableTransformer) TransformFromStorage(ctx context.Context, data []byte, dataCtx value.Context) ([]byte, bool, error) {
+	return s.current().TransformFromStorage(ctx, data, dataCtx)
+}
+
+func (s *swappableTransformer) TransformToStorage(ctx context.Context, data []byte, dataCtx value.Context) ([]byte, error) {
+	return s.current().TransformToStorage(ctx, data, dataCtx)
+}
+
+// corruptedTransformer writes normally but cannot read anything back.
+type corruptedTransformer struct {
+	value.Transformer
+}
+
+func (corruptedTransformer) TransformFromStorage(context.Context, []byte, value.Context) ([]byte, bool, error) {
+	return nil, true, errors.New("bits flipped")
+}
+
+// checkStorageInvariants checks what the store wrote under key: present,
+// prefixed by the transformer, and without resourceVersion or selfLink.
+func (e *env) checkStorageInvariants() storagetesting.KeyValidation {
+	return func(ctx context.Context, t *testing.T, key string) {
+		resp, err := e.client.KV.Get(ctx, key)
+		if err != nil {
+			t.Fatalf("etcd Get %q: %v", key, err)
+		}
+		if len(resp.Kvs) == 0 {
+			t.Fatalf("no value stored under %q", key)
+		}
+		data := resp.Kvs[0].Value
+		if len(data) < len(valuePrefix) || string(data[:len(valuePrefix)]) != valuePrefix {
+			t.Fatalf("value under %q lacks the transformer prefix %q: %q", key, valuePrefix, data)
+		}
+		decoded, err := runtime.Decode(e.codec, data[len(valuePrefix):])
+		if err != nil {
+			t.Fatalf("decode value under %q: %v\n%s", key, err, data)
+		}
+		pod := decoded.(*example.Pod)
+		if pod.ResourceVersion != "" {
+			t.Errorf("stored object has resourceVersion %q, want none", pod.ResourceVersion)
+		}
+		if pod.SelfLink != "" {
+			t.Errorf("stored object has selfLink %q, want none", pod.SelfLink)
+		}
+	}
+}
+
+// checkStorageCallsInvariants checks how many objects the transformer read
+// and how many Gets reached etcd for a paged list: the store doubles its
+// page size (up to maxListLimit) while pages come back short.
+func (e *env) checkStorageCallsInvariants() storagetesting.CallsValidation {
+	return func(t *testing.T, pageSize, estimatedProcessedObjects uint64) {
+		if reads := e.transformer.base.GetReadsAndReset(); reads != estimatedProcessedObjects {
+			t.Errorf("transformer reads = %d, want %d", reads, estimatedProcessedObjects)
+		}
+		wantGets := uint64(1)
+		if pageSize != 0 {
+			limit := pageSize
+			for sum := uint64(1); sum < estimatedProcessedObjects; {
+				limit = min(limit*2, maxListLimit)
+				sum += limit
+				wantGets++
+			}
+		}
+		if gets := e.kv.GetReadsAndReset(); gets != wantGets {
+			t.Fatalf("etcd Gets = %d, want %d", gets, wantGets)
+		}
+	}
+}
+
+// compaction compacts the sqlkube etcd history up to resourceVersion the
+// way the apiserver's compactor does: record the revision in
+// compact_rev_key by compare-and-swap on its version, then Compact. When
+// the store follows compact_rev_key (ListFromCacheSnapshot), it waits for
+// the store to see the new compaction.
+func (e *env) compaction() storagetesting.Compaction {
+	return func(ctx context.Context, t *testing.T, resourceVersion string) {
+		rv, err := storage.APIObjectVersioner{}.ParseResourceVersion(resourceVersion)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := e.client.Client.Get(ctx, compactRevKey)
+		if err != nil {
+			t.Fatalf("read %s: %v", compactRevKey, err)
+		}
+		var version int64
+		if len(resp.Kvs) > 0 {
+			version = resp.Kvs[0].Version
+		}
+		_, _, compacted, err := etcd3.Compact(ctx, e.client.Client, version, int64(rv))
+		if err != nil {
+			t.Fatalf("compact to %d: %v", rv, err)
+		}
+		if compacted != int64(rv) {
+			t.Fatalf("compact to %d: compacted to %d instead", rv, compacted)
+		}
+		if !utilfeature.DefaultFeatureGate.Enabled(features.ListFromCacheSnapshot) {
+			return
+		}
+		deadline := time.Now().Add(compactionObserveTimeout)
+		for e.store.CompactRevision() < int64(rv) {
+			if time.Now().After(deadline) {
+				t.Fatalf("store did not observe compaction to %d within %v (sees %d)", rv, compactionObserveTimeout, e.store.CompactRevision())
+			}
+			select {
+			case <-ctx.Done():
+				t.Fatal(ctx.Err())
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}
+}
+
+// increaseRV moves the etcd revision forward with a write outside the
+// store's keys.
+func (e *env) increaseRV() storagetesting.IncreaseRVFunc {
+	return func(ctx context.Context, t *testing.T) {
+		if _, err := e.client.KV.Put(ctx, "increaseRV", "ok"); err != nil {
+			t.Fatalf("put increaseRV: %v", err)
+		}
+	}
+}
+
+// podKeys lists the keys under /pods/, as the etcd3 store's own key
+// function does for its object count statistics.
+func (e *env) podKeys(ctx context.Context) ([]string, error) {
+	resp, err := e.client.KV.Get(ctx, "/pods/", clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	if err != nil {
+		return nil, err
+	}
+	keys := make([]string, 0, len(resp.Kvs))
+	for _, kv := range resp.Kvs {
+		keys = append(keys, string(kv.Key))
+	}
+	return keys, nil
+}
