@@ -20,6 +20,8 @@ go build -o "$work/sqlkube" ./cmd/sqlkube
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 wait_ready() { for _ in $(seq 1 100); do ETCDCTL_API=3 etcdctl --endpoints "$1" endpoint health >/dev/null 2>&1 && return 0; sleep 0.1; done; echo "peer on $1 did not start" >&2; return 1; }
 
+stop_last() { local p="${pids[-1]}"; kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; unset 'pids[-1]'; }
+
 dsn_for() { # peer name -> datastore
   case "$backend" in
     sqlite) echo "$work/$1.db" ;;
@@ -36,16 +38,30 @@ case "$backend" in sqlite) ds="sqlite://$d";; mysql) ds="mysql://$d";; *) ds="$d
 wait_ready "127.0.0.1:$port"
 echo "sqlkube ($backend; SQLite: WAL, synchronous=FULL)"
 "$work/sqlkube" bench --log-level warn --endpoints "127.0.0.1:$port" --label sqlkube "$@"
+stop_last
 
-# kine
+# kine, twice on SQLite: with its own default parameters (synchronous=NORMAL,
+# which can lose the last commits on power loss) and with synchronous=FULL,
+# the durability sqlkube and etcd give.
+run_kine() { # label endpoint
+  local port; port=$(free_port)
+  "$kine_bin" --listen-address "127.0.0.1:$port" --endpoint "$2" >"$work/kine-$port.log" 2>&1 & pids+=($!)
+  wait_ready "127.0.0.1:$port"
+  echo "$1"
+  "$work/sqlkube" bench --log-level warn --endpoints "127.0.0.1:$port" --label kine "${bench_args[@]}"
+  stop_last # kine also binds a fixed metrics port; one at a time
+}
+bench_args=("$@")
 if command -v kine >/dev/null 2>&1 || [ -x "$(go env GOPATH)/bin/kine" ]; then
   kine_bin="$(command -v kine || echo "$(go env GOPATH)/bin/kine")"
-  port=$(free_port); d=$(dsn_for kine)
-  case "$backend" in sqlite) ep="sqlite://$d?_journal=WAL&cache=shared&_busy_timeout=30000";; postgres) ep="$d";; mysql) ep="mysql://$d";; esac
-  "$kine_bin" --listen-address "127.0.0.1:$port" --endpoint "$ep" >"$work/kine.log" 2>&1 & pids+=($!)
-  wait_ready "127.0.0.1:$port"
-  echo "kine v0.17.5 ($backend; kine's SQLite default: synchronous=NORMAL)"
-  "$work/sqlkube" bench --log-level warn --endpoints "127.0.0.1:$port" --label kine "$@"
+  kine_params="_journal_mode=WAL&_busy_timeout=30000&_txlock=immediate&_stmt_cache_size=20&cache=shared"
+  case "$backend" in
+    sqlite)
+      run_kine "kine v0.17.5 (sqlite; kine's defaults: WAL, synchronous=NORMAL)" "sqlite://$(dsn_for kine)?$kine_params&_synchronous=NORMAL"
+      run_kine "kine v0.17.5 (sqlite; WAL, synchronous=FULL)" "sqlite://$(dsn_for kinefull)?$kine_params&_synchronous=FULL" ;;
+    postgres) run_kine "kine v0.17.5 (postgres)" "$(dsn_for kine)" ;;
+    mysql) run_kine "kine v0.17.5 (mysql)" "mysql://$(dsn_for kine)" ;;
+  esac
 else
   echo "kine: not installed (go install github.com/k3s-io/kine@v0.17.5); skipped"
 fi

@@ -1,4 +1,5 @@
-// Package e2e runs the sqlkube binary's etcd API against real clients:
-// etcdctl subprocesses talking to `sqlkube etcd` on every datastore backend.
-// It holds only tests.
+// Package e2e runs the sqlkube binary against real clients: etcdctl
+// subprocesses and clientv3 talking to `sqlkube etcd` (plain, over TLS,
+// across a kill -9, with its /metrics), and the migrate command, on every
+// datastore backend. It holds only tests.
 package e2e

@@ -123,13 +123,25 @@ func (w *logWriter) String() string {
 
 // server is one `sqlkube etcd` process.
 type server struct {
+	dsn      string
+	addr     string // host:port of the etcd API
+	endpoint string // addr as etcdctl is given it: with https:// under TLS
+	metrics  string // host:port of /metrics, if served
+	etcdctl  string
+	ctlArgs  []string // flags every etcdctl run gets, such as TLS files
+	cmd      *exec.Cmd
+	log      *logWriter
+	done     chan struct{} // closed when the process has exited
+	stopped  bool
+}
+
+// serverConfig says how to start `sqlkube etcd`. Only dsn is required.
+type serverConfig struct {
 	dsn     string
-	addr    string
-	etcdctl string
-	cmd     *exec.Cmd
-	log     *logWriter
-	done    chan struct{} // closed when the process has exited
-	stopped bool
+	args    []string // more flags for sqlkube etcd, such as TLS files
+	tls     bool     // the API is served over TLS: etcdctl dials https://
+	ctlArgs []string // flags for every etcdctl run, such as --cacert
+	metrics bool     // serve /metrics on a free port
 }
 
 // freePort returns a port that was free a moment ago. Another process may
@@ -153,12 +165,28 @@ func freePort(t *testing.T) string {
 // clean exit).
 func startServer(t *testing.T, dsn string) *server {
 	t.Helper()
+	return startServerWith(t, serverConfig{dsn: dsn})
+}
+
+// startServerWith is startServer with more flags.
+func startServerWith(t *testing.T, cfg serverConfig) *server {
+	t.Helper()
 	ctl := etcdctlPath(t)
 	const attempts = 5
 	for attempt := 1; ; attempt++ {
-		s := &server{dsn: dsn, etcdctl: ctl, addr: net.JoinHostPort("127.0.0.1", freePort(t)), log: newLogWriter(), done: make(chan struct{})}
-		s.cmd = exec.Command(sqlkubeBin, "etcd", "--log-format=json", "--listen-address="+s.addr,
-			"--datastore="+dsn, "--name=e2e", "--compaction-interval=0")
+		s := &server{dsn: cfg.dsn, etcdctl: ctl, ctlArgs: cfg.ctlArgs, addr: net.JoinHostPort("127.0.0.1", freePort(t)),
+			log: newLogWriter(), done: make(chan struct{})}
+		s.endpoint = s.addr
+		if cfg.tls {
+			s.endpoint = "https://" + s.addr
+		}
+		args := []string{"etcd", "--log-format=json", "--listen-address=" + s.addr,
+			"--datastore=" + cfg.dsn, "--name=e2e", "--compaction-interval=0"}
+		if cfg.metrics {
+			s.metrics = net.JoinHostPort("127.0.0.1", freePort(t))
+			args = append(args, "--metrics-address="+s.metrics)
+		}
+		s.cmd = exec.Command(sqlkubeBin, append(args, cfg.args...)...)
 		s.cmd.Stdout = s.log
 		s.cmd.Stderr = s.log
 		if err := s.cmd.Start(); err != nil {
@@ -172,7 +200,7 @@ func startServer(t *testing.T, dsn string) *server {
 		case <-s.log.ready:
 		case <-s.done:
 			if attempt < attempts && strings.Contains(s.log.String(), "address already in use") {
-				t.Logf("port of %s was taken before sqlkube bound it; retrying", s.addr)
+				t.Logf("a port of %s was taken before sqlkube bound it; retrying", s.addr)
 				continue
 			}
 			t.Fatalf("sqlkube etcd exited with %v before serving:\n%s", s.cmd.ProcessState, s.log)
@@ -194,7 +222,7 @@ func (s *server) awaitHealthy(t *testing.T) {
 	for {
 		out, errOut, err := s.run(t, "", "endpoint", "health")
 		if err == nil {
-			if got := out + errOut; !strings.Contains(got, s.addr+" is healthy") {
+			if got := out + errOut; !strings.Contains(got, s.endpoint+" is healthy") {
 				t.Fatalf("endpoint health succeeded but says %q", got)
 			}
 			return
@@ -237,9 +265,30 @@ func (s *server) stop(t *testing.T) time.Duration {
 	return took
 }
 
+// kill ends the process with SIGKILL, as a crash would, and waits for it.
+func (s *server) kill(t *testing.T) {
+	t.Helper()
+	if s.stopped {
+		t.Fatal("kill: sqlkube already stopped")
+	}
+	s.stopped = true
+	if err := s.cmd.Process.Kill(); err != nil {
+		t.Fatalf("SIGKILL sqlkube: %v", err)
+	}
+	select {
+	case <-s.done:
+	case <-time.After(stopTimeout):
+		t.Fatalf("sqlkube did not exit within %v of SIGKILL", stopTimeout)
+	}
+	if ws, ok := s.cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || ws.Signal() != syscall.SIGKILL {
+		t.Fatalf("sqlkube ended with %v, want killed by SIGKILL:\n%s", s.cmd.ProcessState, s.log)
+	}
+}
+
 // ctlCommand builds an etcdctl command against the server.
 func (s *server) ctlCommand(ctx context.Context, args ...string) *exec.Cmd {
-	full := append([]string{"--endpoints=" + s.addr, "--dial-timeout=5s", "--command-timeout=20s"}, args...)
+	full := append([]string{"--endpoints=" + s.endpoint, "--dial-timeout=5s", "--command-timeout=20s"}, s.ctlArgs...)
+	full = append(full, args...)
 	cmd := exec.CommandContext(ctx, s.etcdctl, full...)
 	cmd.Env = append(os.Environ(), "ETCDCTL_API=3")
 	return cmd
@@ -423,4 +472,87 @@ func parseLeaseHex(t *testing.T, s string) int64 {
 		t.Fatalf("lease ID %q: %v", s, err)
 	}
 	return int64(id)
+}
+
+// sqliteDSN is a new SQLite datastore in the test's temporary directory,
+// for tests whose subject does not depend on the backend.
+func sqliteDSN(t *testing.T) string {
+	t.Helper()
+	return "sqlite://" + filepath.Join(t.TempDir(), "state.db")
+}
+
+// result is what a sqlkube command that runs to its end did.
+type result struct {
+	stdout, stderr string
+	code           int
+	took           time.Duration
+}
+
+// runSqlkube runs the sqlkube binary to its end, failing the test if it is
+// still running after commandTimeout.
+func runSqlkube(t *testing.T, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, sqlkubeBin, args...)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	start := time.Now()
+	err := cmd.Run()
+	r := result{stdout: out.String(), stderr: errOut.String(), took: time.Since(start)}
+	if ctx.Err() != nil {
+		t.Fatalf("sqlkube %s: still running after %v\nstdout: %s\nstderr: %s", strings.Join(args, " "), commandTimeout, r.stdout, r.stderr)
+	}
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &exit):
+		r.code = exit.ExitCode()
+	default:
+		t.Fatalf("sqlkube %s: %v", strings.Join(args, " "), err)
+	}
+	return r
+}
+
+// sqlkubeOK runs sqlkube, fails the test unless it exits 0, and returns
+// stdout.
+func sqlkubeOK(t *testing.T, args ...string) string {
+	t.Helper()
+	r := runSqlkube(t, args...)
+	if r.code != 0 {
+		t.Fatalf("sqlkube %s: exit status %d\nstdout: %s\nstderr: %s", strings.Join(args, " "), r.code, r.stdout, r.stderr)
+	}
+	return r.stdout
+}
+
+// failFast is how soon a command that cannot start must give up. Generous:
+// the machine may be busy.
+const failFast = 15 * time.Second
+
+// wantStartError runs sqlkube and asserts that it fails within failFast
+// with exit status 1, prints nothing on stdout and exactly one line on
+// stderr, "sqlkube: " followed by an error containing each of want.
+func wantStartError(t *testing.T, args []string, want ...string) {
+	t.Helper()
+	r := runSqlkube(t, args...)
+	cmdline := "sqlkube " + strings.Join(args, " ")
+	if r.code != 1 {
+		t.Errorf("%s: exit status %d, want 1\nstderr: %s", cmdline, r.code, r.stderr)
+	}
+	if r.took > failFast {
+		t.Errorf("%s: failed after %v, want within %v", cmdline, r.took, failFast)
+	}
+	if r.stdout != "" {
+		t.Errorf("%s: printed %q on stdout, want nothing", cmdline, r.stdout)
+	}
+	line, ok := strings.CutSuffix(r.stderr, "\n")
+	if !ok || strings.Contains(line, "\n") || !strings.HasPrefix(line, "sqlkube: ") {
+		t.Errorf("%s: stderr %q, want one line \"sqlkube: <error>\"", cmdline, r.stderr)
+		return
+	}
+	for _, w := range want {
+		if !strings.Contains(line, w) {
+			t.Errorf("%s: error %q does not mention %q", cmdline, line, w)
+		}
+	}
 }

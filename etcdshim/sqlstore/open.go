@@ -100,7 +100,7 @@ func openSQLite(dsn string) (*conns, error) {
 	// WAL with synchronous=FULL: a commit is fsynced before it returns.
 	// auto_vacuum only takes effect on a new file, before the schema exists.
 	base := "file:" + (&url.URL{Path: path}).EscapedPath() +
-		"?_journal_mode=WAL&_synchronous=FULL&_busy_timeout=10000&_auto_vacuum=incremental&_cache_size=-32000"
+		"?_journal_mode=WAL&_synchronous=FULL&_busy_timeout=10000&_auto_vacuum=incremental&_cache_size=-32000&_stmt_cache_size=64"
 	write, err := sql.Open("sqlite3", base+"&_txlock=immediate")
 	if err != nil {
 		return nil, fmt.Errorf("sqlstore: open sqlite: %w", err)
@@ -166,9 +166,13 @@ func createPostgresDatabase(ctx context.Context, dsn, name string) error {
 	u.Path = "/postgres"
 	admin, err := pgx.Connect(ctx, u.String())
 	if err != nil {
-		// Without the maintenance database we cannot create; the open of
-		// the database itself will say whether it exists.
-		return nil
+		// Without the maintenance database we cannot create; the database
+		// itself may still exist and be reachable.
+		conn, cerr := pgx.Connect(ctx, dsn)
+		if cerr != nil {
+			return fmt.Errorf("sqlstore: connect to postgres %s: %w", redact(dsn), cerr)
+		}
+		return conn.Close(ctx)
 	}
 	defer admin.Close(ctx)
 	var exists bool
