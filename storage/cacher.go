@@ -1,0 +1,60 @@
+package storage
+
+import (
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	k8sstorage "k8s.io/apiserver/pkg/storage"
+	"k8s.io/apiserver/pkg/storage/cacher"
+	"k8s.io/client-go/tools/cache"
+)
+
+// CacherOptions describe one resource's watch cache.
+type CacherOptions struct {
+	// Store is the resource's store (NewStore); writes go through to it.
+	Store k8sstorage.Interface
+	// Options are the ones the store was built with.
+	Options Options
+	// GetAttrs returns the labels and fields selectors match on.
+	GetAttrs func(runtime.Object) (labels.Set, fields.Set, error)
+	// KeyFunc maps an object to its storage key (as the registry does).
+	KeyFunc func(runtime.Object) (string, error)
+	// IndexerFuncs index watchers by a field (at most one, e.g.
+	// spec.nodeName for pods); Indexers index the cached objects, e.g. by
+	// namespace or node, so selectors controllers use are answered without a
+	// scan.
+	IndexerFuncs k8sstorage.IndexerFuncs
+	Indexers     *cache.Indexers
+	// EventsHistoryWindow is how long recent events are kept for watches
+	// that start in the past (default 75s, as kube-apiserver).
+	EventsHistoryWindow time.Duration
+}
+
+// NewCacher puts the upstream watch cache in front of a store: lists and
+// watches are served from memory when their resourceVersion allows, writes go
+// through. Stop it when done.
+func NewCacher(o CacherOptions) (*cacher.Cacher, error) {
+	if o.Store == nil || o.GetAttrs == nil || o.KeyFunc == nil {
+		return nil, fmt.Errorf("storage: Store, GetAttrs and KeyFunc are required")
+	}
+	if o.EventsHistoryWindow <= 0 {
+		o.EventsHistoryWindow = 75 * time.Second
+	}
+	return cacher.NewCacherFromConfig(cacher.Config{
+		Storage:             o.Store,
+		Versioner:           k8sstorage.APIObjectVersioner{},
+		GroupResource:       o.Options.GroupResource,
+		EventsHistoryWindow: o.EventsHistoryWindow,
+		ResourcePrefix:      o.Options.ResourcePrefix,
+		KeyFunc:             o.KeyFunc,
+		GetAttrsFunc:        o.GetAttrs,
+		IndexerFuncs:        o.IndexerFuncs,
+		Indexers:            o.Indexers,
+		NewFunc:             o.Options.NewFunc,
+		NewListFunc:         o.Options.NewListFunc,
+		Codec:               o.Options.Codec,
+	})
+}
