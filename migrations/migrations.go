@@ -113,22 +113,16 @@ func Version(db *sql.DB, d Dialect) (version uint, dirty bool, err error) {
 // database whose version is newer than Latest with ErrSchemaTooNew, and one
 // left dirty by a failed migration. It closes db.
 func Up(db *sql.DB, d Dialect) error {
-	m, err := newMigrate(db, d)
-	if err != nil {
-		return err
-	}
-	defer m.Close()
-	if err := checkVersion(m, d); err != nil {
-		return err
-	}
-	if err := m.Up(); err != nil && !errors.Is(err, migrate.ErrNoChange) {
-		return fmt.Errorf("migrations: up: %w", err)
-	}
-	return nil
+	return run(db, d, "up", (*migrate.Migrate).Up)
 }
 
 // Down reverts every migration, leaving an empty database. It closes db.
 func Down(db *sql.DB, d Dialect) error {
+	return run(db, d, "down", (*migrate.Migrate).Down)
+}
+
+// run checks the database's version, then applies step.
+func run(db *sql.DB, d Dialect, name string, step func(*migrate.Migrate) error) error {
 	m, err := newMigrate(db, d)
 	if err != nil {
 		return err
@@ -137,8 +131,8 @@ func Down(db *sql.DB, d Dialect) error {
 	if err := checkVersion(m, d); err != nil {
 		return err
 	}
-	if err := m.Down(); err != nil && !errors.Is(err, migrate.ErrNoChange) {
-		return fmt.Errorf("migrations: down: %w", err)
+	if err := step(m); err != nil && !errors.Is(err, migrate.ErrNoChange) {
+		return fmt.Errorf("migrations: %s: %w", name, err)
 	}
 	return nil
 }

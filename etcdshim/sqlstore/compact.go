@@ -64,31 +64,36 @@ func (s *Store) removeHistory(ctx context.Context, rev int64) error {
 	return nil
 }
 
-// runAutoCompaction compacts to CompactionRetention revisions behind the
-// head every CompactionInterval.
-func (s *Store) runAutoCompaction() {
+// autoCompact compacts to CompactionRetention revisions behind the head;
+// runEvery calls it each CompactionInterval.
+func (s *Store) autoCompact(ctx context.Context) {
+	cur, compacted, err := s.Revisions(ctx)
+	if err != nil {
+		return
+	}
+	target := cur - s.opts.CompactionRetention
+	if target <= compacted {
+		return
+	}
+	if _, err := s.Compact(ctx, target); err != nil && !errors.Is(err, ErrCompacted) && ctx.Err() == nil {
+		s.log.Warn().Err(err).Int64("revision", target).Msg("automatic compaction failed")
+	} else if err == nil {
+		s.log.Info().Int64("revision", target).Msg("automatic compaction")
+	}
+}
+
+// runEvery calls fn every d until the store closes. The caller has added
+// to s.wg.
+func (s *Store) runEvery(d time.Duration, fn func(ctx context.Context)) {
 	defer s.wg.Done()
-	ctx := s.stopCtx
-	tick := time.NewTicker(s.opts.CompactionInterval)
+	tick := time.NewTicker(d)
 	defer tick.Stop()
 	for {
 		select {
-		case <-ctx.Done():
+		case <-s.stopCtx.Done():
 			return
 		case <-tick.C:
-		}
-		cur, compacted, err := s.Revisions(ctx)
-		if err != nil {
-			continue
-		}
-		target := cur - s.opts.CompactionRetention
-		if target <= compacted {
-			continue
-		}
-		if _, err := s.Compact(ctx, target); err != nil && !errors.Is(err, ErrCompacted) && ctx.Err() == nil {
-			s.log.Warn().Err(err).Int64("revision", target).Msg("automatic compaction failed")
-		} else if err == nil {
-			s.log.Info().Int64("revision", target).Msg("automatic compaction")
+			fn(s.stopCtx)
 		}
 	}
 }

@@ -179,22 +179,12 @@ func (s *Store) Leases(ctx context.Context) ([]int64, error) {
 	return ids, rows.Err()
 }
 
-// runLeaseExpiry revokes expired leases. Every instance runs it; revoking
-// re-checks expiry under the writer's lock, so they never race.
-func (s *Store) runLeaseExpiry() {
-	defer s.wg.Done()
-	ctx := s.stopCtx
-	tick := time.NewTicker(s.opts.LeaseCheckInterval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-		if err := s.expireLeases(ctx); err != nil && ctx.Err() == nil && !errors.Is(err, ErrClosed) {
-			s.log.Warn().Err(err).Msg("lease expiry failed; retrying")
-		}
+// expireLeasesNow revokes expired leases; runEvery calls it each
+// LeaseCheckInterval. Every instance does; revoking re-checks expiry under
+// the writer's lock, so they never race.
+func (s *Store) expireLeasesNow(ctx context.Context) {
+	if err := s.expireLeases(ctx); err != nil && ctx.Err() == nil && !errors.Is(err, ErrClosed) {
+		s.log.Warn().Err(err).Msg("lease expiry failed; retrying")
 	}
 }
 

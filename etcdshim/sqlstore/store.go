@@ -121,10 +121,10 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	go s.runWriter()
 	s.wg.Add(2)
 	go s.runFollower()
-	go s.runLeaseExpiry()
+	go s.runEvery(opts.LeaseCheckInterval, s.expireLeasesNow)
 	if opts.CompactionInterval > 0 {
 		s.wg.Add(1)
-		go s.runAutoCompaction()
+		go s.runEvery(opts.CompactionInterval, s.autoCompact)
 	}
 	s.log.Info().Str("datastore", c.describe).Int64("revision", rev).Int64("compactRevision", compacted).Msg("datastore open")
 	return s, nil
