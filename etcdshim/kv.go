@@ -12,6 +12,19 @@ type kvServer struct {
 	s *Server
 }
 
+type sizer interface{ Size() int }
+
+// checkSize refuses a request larger than MaxRequestBytes with etcd's
+// "request is too large". The KV methods check it themselves, rather than
+// a gRPC interceptor, so that in-process clients (LocalClient) meet the same
+// limit as remote ones.
+func checkSize(r sizer) error {
+	if r.Size() > MaxRequestBytes {
+		return rpctypes.ErrGRPCRequestTooLarge
+	}
+	return nil
+}
+
 func checkRange(r *pb.RangeRequest) error {
 	if len(r.Key) == 0 && len(r.RangeEnd) == 0 {
 		return rpctypes.ErrGRPCEmptyKey
@@ -78,6 +91,9 @@ func checkTxn(r *pb.TxnRequest) error {
 }
 
 func (k *kvServer) Range(ctx context.Context, r *pb.RangeRequest) (*pb.RangeResponse, error) {
+	if err := checkSize(r); err != nil {
+		return nil, err
+	}
 	if err := checkRange(r); err != nil {
 		return nil, err
 	}
@@ -89,6 +105,9 @@ func (k *kvServer) Range(ctx context.Context, r *pb.RangeRequest) (*pb.RangeResp
 }
 
 func (k *kvServer) Put(ctx context.Context, r *pb.PutRequest) (*pb.PutResponse, error) {
+	if err := checkSize(r); err != nil {
+		return nil, err
+	}
 	if err := checkPut(r); err != nil {
 		return nil, err
 	}
@@ -100,6 +119,9 @@ func (k *kvServer) Put(ctx context.Context, r *pb.PutRequest) (*pb.PutResponse, 
 }
 
 func (k *kvServer) DeleteRange(ctx context.Context, r *pb.DeleteRangeRequest) (*pb.DeleteRangeResponse, error) {
+	if err := checkSize(r); err != nil {
+		return nil, err
+	}
 	if err := checkDelete(r); err != nil {
 		return nil, err
 	}
@@ -111,6 +133,9 @@ func (k *kvServer) DeleteRange(ctx context.Context, r *pb.DeleteRangeRequest) (*
 }
 
 func (k *kvServer) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, error) {
+	if err := checkSize(r); err != nil {
+		return nil, err
+	}
 	if err := checkTxn(r); err != nil {
 		return nil, err
 	}

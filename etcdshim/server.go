@@ -13,7 +13,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
@@ -166,17 +165,9 @@ func (s *Server) header(rev int64) *pb.ResponseHeader {
 	return &pb.ResponseHeader{ClusterId: s.clusterID, MemberId: s.memberID, Revision: rev, RaftTerm: 1}
 }
 
-type sizer interface{ Size() int }
-
 func (s *Server) unaryInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	start := time.Now()
-	var resp any
-	var err error
-	if m, ok := req.(sizer); ok && m.Size() > MaxRequestBytes {
-		err = rpctypes.ErrGRPCRequestTooLarge
-	} else {
-		resp, err = handler(ctx, req)
-	}
+	resp, err := handler(ctx, req)
 	s.rpcTime.WithLabelValues(methodName(info.FullMethod), status.Code(err).String()).Observe(time.Since(start).Seconds())
 	if err != nil && s.log.GetLevel() <= zerolog.DebugLevel {
 		s.log.Debug().Str("method", info.FullMethod).Err(err).Msg("rpc failed")

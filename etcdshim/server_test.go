@@ -594,33 +594,43 @@ func TestWatch_Compacted(t *testing.T) {
 func TestKV_RequestTooLarge(t *testing.T) {
 	sqltest.Run(t, func(t *testing.T, b sqltest.Backend) {
 		ts := startServer(t, b.NewDSN(t))
-		c := ts.client
+		local := ts.srv.LocalClient()
+		t.Cleanup(func() { _ = local.Close() })
 		ctx := testCtx(t)
-		// Over the 1.5 MiB limit but within gRPC's allowance: etcd's error.
-		_, err := c.Put(ctx, "big", strings.Repeat("x", etcdshim.MaxRequestBytes+1024))
-		if !errors.Is(err, rpctypes.ErrRequestTooLarge) || err.Error() != "etcdserver: request is too large" {
-			t.Errorf("Put of 1.5 MiB + 1 KiB: %v, want %v", err, rpctypes.ErrRequestTooLarge)
+		// Remote and in-process clients meet the same limit.
+		for name, c := range map[string]*clientv3.Client{"grpc": ts.client, "local": local} {
+			// Over the 1.5 MiB limit but within gRPC's allowance: etcd's error.
+			_, err := c.Put(ctx, "big", strings.Repeat("x", etcdshim.MaxRequestBytes+1024))
+			if !errors.Is(err, rpctypes.ErrRequestTooLarge) || err.Error() != "etcdserver: request is too large" {
+				t.Errorf("%s: Put of 1.5 MiB + 1 KiB: %v, want %v", name, err, rpctypes.ErrRequestTooLarge)
+			}
+			var ops []clientv3.Op
+			for i := 0; i < 4; i++ {
+				ops = append(ops, clientv3.OpPut(fmt.Sprint("big/", i), strings.Repeat("x", 400<<10)))
+			}
+			if _, err := c.Txn(ctx).Then(ops...).Commit(); !errors.Is(err, rpctypes.ErrRequestTooLarge) {
+				t.Errorf("%s: Txn of 1.6 MiB: %v, want %v", name, err, rpctypes.ErrRequestTooLarge)
+			}
+			// 2 MiB is past etcd's own gRPC limit, but sqlkube's gRPC accepts
+			// up to 8 MiB so that it, too, gets etcd's error rather than a
+			// bare ResourceExhausted.
+			_, err = c.Put(ctx, "big", strings.Repeat("x", 2<<20))
+			if !errors.Is(err, rpctypes.ErrRequestTooLarge) {
+				t.Errorf("%s: Put of 2 MiB: %v, want %v", name, err, rpctypes.ErrRequestTooLarge)
+			}
 		}
-		var ops []clientv3.Op
-		for i := 0; i < 4; i++ {
-			ops = append(ops, clientv3.OpPut(fmt.Sprint("big/", i), strings.Repeat("x", 400<<10)))
-		}
-		if _, err := c.Txn(ctx).Then(ops...).Commit(); !errors.Is(err, rpctypes.ErrRequestTooLarge) {
-			t.Errorf("Txn of 1.6 MiB: %v, want %v", err, rpctypes.ErrRequestTooLarge)
-		}
-		// 2 MiB is past etcd's own gRPC limit, but sqlkube's gRPC accepts up
-		// to 8 MiB so that it, too, gets etcd's error rather than a bare
-		// ResourceExhausted.
-		_, err = c.Put(ctx, "big", strings.Repeat("x", 2<<20))
-		if !errors.Is(err, rpctypes.ErrRequestTooLarge) {
-			t.Errorf("Put of 2 MiB: %v, want %v", err, rpctypes.ErrRequestTooLarge)
-		}
-		// Past the gRPC limit, gRPC itself refuses it.
-		_, err = c.Put(ctx, "big", strings.Repeat("x", 9<<20))
+		// Past the gRPC limit, gRPC itself refuses it; in-process there is no
+		// transport limit, only etcd's.
+		_, err := ts.client.Put(ctx, "big", strings.Repeat("x", 9<<20))
 		if status.Code(err) != codes.ResourceExhausted {
-			t.Errorf("Put of 9 MiB: %v, want ResourceExhausted", err)
+			t.Errorf("grpc: Put of 9 MiB: %v, want ResourceExhausted", err)
+		}
+		_, err = local.Put(ctx, "big", strings.Repeat("x", 9<<20))
+		if !errors.Is(err, rpctypes.ErrRequestTooLarge) {
+			t.Errorf("local: Put of 9 MiB: %v, want %v", err, rpctypes.ErrRequestTooLarge)
 		}
 		// The server keeps serving, and nothing was written.
+		c := ts.client
 		resp := mustPut(t, c, "small", "ok")
 		if resp.Header.Revision != ts.rev(1) {
 			t.Errorf("first write at revision %d, want %d", resp.Header.Revision, ts.rev(1))

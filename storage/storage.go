@@ -16,6 +16,7 @@ package storage
 import (
 	"crypto/tls"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -25,6 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	k8sstorage "k8s.io/apiserver/pkg/storage"
 	"k8s.io/apiserver/pkg/storage/etcd3"
+	etcdfeature "k8s.io/apiserver/pkg/storage/feature"
 	"k8s.io/apiserver/pkg/storage/value"
 	"k8s.io/apiserver/pkg/storage/value/encrypt/identity"
 	"k8s.io/utils/clock"
@@ -37,8 +39,28 @@ const DefaultPrefix = "/registry"
 
 // Local returns a client that reaches srv in-process. Close it when done.
 func Local(srv *etcdshim.Server) *kubernetes.Client {
-	return wrap(srv.LocalClient())
+	c := wrap(srv.LocalClient())
+	// The apiserver serves consistent lists from the watch cache, and
+	// watch-list requests at all, only once its process-wide feature checker
+	// has learnt etcd's version from a Status call to one of a client's
+	// endpoints (the etcd3 store starts that check). The in-process client
+	// has no endpoints, so it is checked here under a name of its own.
+	name := fmt.Sprintf("sqlkube-in-process-%d", localClients.Add(1))
+	etcdfeature.DefaultFeatureSupportChecker.CheckClient(c.Ctx(), namedClient{c.Client, name}, k8sstorage.RequestWatchProgress)
+	return c
 }
+
+// localClients numbers the in-process clients.
+var localClients atomic.Int64
+
+// namedClient gives an in-process client an endpoint name; its Status
+// answers whatever endpoint is asked.
+type namedClient struct {
+	*clientv3.Client
+	name string
+}
+
+func (n namedClient) Endpoints() []string { return []string{n.name} }
 
 // RemoteConfig locates an etcd endpoint.
 type RemoteConfig struct {
@@ -83,9 +105,12 @@ type Options struct {
 	GroupResource  schema.GroupResource
 	// Transformer encrypts values at rest; default: none.
 	Transformer value.Transformer
-	// Compactor, if set, is shared by the stores of one client; see
-	// NewCompactor.
+	// Compactor is shared by the stores of one client; see NewCompactor.
 	Compactor etcd3.Compactor
+	// LeaseReuseDurationSeconds is how long objects created with a TTL
+	// share one etcd lease, which lives up to that much longer than the
+	// TTL; default 60, as kube-apiserver.
+	LeaseReuseDurationSeconds int64
 }
 
 // NewCompactor compacts the store behind c every interval (0: never; the
@@ -116,7 +141,11 @@ func NewStore(c *kubernetes.Client, o Options) (k8sstorage.Interface, error) {
 	if o.Compactor == nil {
 		return nil, fmt.Errorf("storage: a Compactor is required (NewCompactor)")
 	}
+	leases := etcd3.NewDefaultLeaseManagerConfig()
+	if o.LeaseReuseDurationSeconds > 0 {
+		leases.ReuseDurationSeconds = o.LeaseReuseDurationSeconds
+	}
 	versioner := k8sstorage.APIObjectVersioner{}
 	return etcd3.New(c, o.Compactor, o.Codec, o.NewFunc, o.NewListFunc, o.Prefix, o.ResourcePrefix, o.GroupResource,
-		o.Transformer, etcd3.NewDefaultLeaseManagerConfig(), etcd3.NewDefaultDecoder(o.Codec, versioner), versioner), nil
+		o.Transformer, leases, etcd3.NewDefaultDecoder(o.Codec, versioner), versioner), nil
 }

@@ -13,7 +13,6 @@ import (
 	"github.com/rs/zerolog"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/kubernetes"
-	"go.uber.org/zap"
 	"google.golang.org/grpc/grpclog"
 	"k8s.io/apimachinery/pkg/api/apitesting"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -29,11 +28,11 @@ import (
 	storagetesting "k8s.io/apiserver/pkg/storage/testing"
 	"k8s.io/apiserver/pkg/storage/value"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
-	"k8s.io/utils/clock"
 
 	"github.com/sqlkube/sqlkube/etcdshim"
 	"github.com/sqlkube/sqlkube/etcdshim/sqlstore"
 	"github.com/sqlkube/sqlkube/etcdshim/sqlstore/sqltest"
+	sqlkubestorage "github.com/sqlkube/sqlkube/storage"
 )
 
 var (
@@ -67,6 +66,8 @@ func init() {
 type setupOptions struct {
 	// progressNotifyInterval is the server's progress notification period.
 	progressNotifyInterval time.Duration
+	// serial runs the ways and backends one after the other.
+	serial bool
 }
 
 type setupOption func(*setupOptions)
@@ -78,8 +79,30 @@ func withProgressNotifyInterval(d time.Duration) setupOption {
 	return func(o *setupOptions) { o.progressNotifyInterval = d }
 }
 
+// way is how the etcd3 store reaches the sqlkube etcd server; the design
+// promises both pass the same tests.
+type way string
+
+const (
+	// overGRPC dials the server's listener with an etcd v3 client
+	// (storage.Remote), exactly as kube-apiserver reaches etcd.
+	overGRPC way = "grpc"
+	// inProcess calls the server's services in the same process
+	// (storage.Local): no listener, no gRPC, no protobuf encoding.
+	inProcess way = "local"
+)
+
+var ways = []way{overGRPC, inProcess}
+
+// serially runs a test's ways and backends one after the other: needed
+// when the upstream test sets feature gates itself, which parallel subtests
+// may not.
+func serially() setupOption {
+	return func(o *setupOptions) { o.serial = true }
+}
+
 // env is one test's world: a fresh database, a sqlkube etcd server on it,
-// an etcd client reaching that server over gRPC, and the apiserver's etcd3
+// an etcd client reaching that server one way, and the apiserver's etcd3
 // storage on that client.
 type env struct {
 	store       *testStore
@@ -90,10 +113,10 @@ type env struct {
 	codec       runtime.Codec
 }
 
-// newEnv builds an env on backend b; everything is torn down when t ends.
-// Feature gates must be set before calling it: the etcd3 store and its
-// compactor read them when built.
-func newEnv(t *testing.T, b sqltest.Backend, opts ...setupOption) *env {
+// newEnv builds an env on backend b reached by w; everything is torn down
+// when t ends. Feature gates must be set before calling it: the etcd3 store
+// and its compactor read them when built.
+func newEnv(t *testing.T, b sqltest.Backend, w way, opts ...setupOption) *env {
 	t.Helper()
 	var o setupOptions
 	for _, opt := range opts {
@@ -106,54 +129,37 @@ func newEnv(t *testing.T, b sqltest.Backend, opts ...setupOption) *env {
 		t.Fatalf("open %s store: %v", b.Name, err)
 	}
 	t.Cleanup(func() { _ = be.Close() })
-
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("listen: %v", err)
-	}
 	srv := etcdshim.New(etcdshim.Options{Backend: be, Logger: zerolog.Nop(), ProgressNotifyInterval: o.progressNotifyInterval})
-	go func() { _ = srv.Serve(lis) }()
 	t.Cleanup(func() { srv.Stop(time.Second) })
 
-	client, err := kubernetes.New(clientv3.Config{
-		Endpoints:   []string{lis.Addr().String()},
-		DialTimeout: 10 * time.Second,
-		Logger:      zap.NewNop(),
-	})
-	if err != nil {
-		t.Fatalf("etcd client: %v", err)
-	}
-	t.Cleanup(func() { _ = client.Close() })
+	client := connect(t, srv, w)
 	// Count reads and record lists the way upstream's test server does.
 	kv := storagetesting.NewKVRecorder(client.KV)
 	recorder := storagetesting.NewKubernetesRecorder(client.Kubernetes)
 	client.KV = kv
 	client.Kubernetes = recorder
 
-	compactor := etcd3.NewCompactor(client.Client, 0, clock.RealClock{}, nil)
+	compactor := sqlkubestorage.NewCompactor(client, 0)
 	t.Cleanup(compactor.Stop)
 
 	codec := apitesting.TestCodec(codecs, examplev1.SchemeGroupVersion)
 	transformer := newSwappableTransformer(storagetesting.NewPrefixTransformer([]byte(valuePrefix), false))
-	versioner := storage.APIObjectVersioner{}
-	leaseConfig := etcd3.NewDefaultLeaseManagerConfig()
-	// Upstream shortens lease reuse to 1s so tests never wait on it.
-	leaseConfig.ReuseDurationSeconds = 1
-	s := etcd3.New(
-		client,
-		compactor,
-		codec,
-		func() runtime.Object { return &example.Pod{} },
-		func() runtime.Object { return &example.PodList{} },
-		"",
-		"/pods",
-		schema.GroupResource{Resource: "pods"},
-		transformer,
-		leaseConfig,
-		etcd3.NewDefaultDecoder(codec, versioner),
-		versioner,
-	)
-	t.Cleanup(s.Close)
+	s, err := sqlkubestorage.NewStore(client, sqlkubestorage.Options{
+		Codec:          codec,
+		NewFunc:        func() runtime.Object { return &example.Pod{} },
+		NewListFunc:    func() runtime.Object { return &example.PodList{} },
+		Prefix:         "/", // keys as the tests name them: /pods/<ns>/<name>
+		ResourcePrefix: "/pods",
+		GroupResource:  schema.GroupResource{Resource: "pods"},
+		Transformer:    transformer,
+		Compactor:      compactor,
+		// Upstream shortens lease reuse to 1s so tests never wait on it.
+		LeaseReuseDurationSeconds: 1,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.(interface{ Close() }).Close)
 
 	return &env{
 		store:       &testStore{Interface: s, transformer: transformer},
@@ -165,13 +171,52 @@ func newEnv(t *testing.T, b sqltest.Backend, opts ...setupOption) *env {
 	}
 }
 
-// run runs fn on a fresh env for every backend. Like upstream, the tests
-// get a background context: they cancel what they start themselves.
+// connect returns a client reaching srv by w, closed when t ends.
+func connect(t *testing.T, srv *etcdshim.Server, w way) *kubernetes.Client {
+	t.Helper()
+	var client *kubernetes.Client
+	switch w {
+	case inProcess:
+		client = sqlkubestorage.Local(srv)
+	case overGRPC:
+		lis, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatalf("listen: %v", err)
+		}
+		go func() { _ = srv.Serve(lis) }()
+		client, err = sqlkubestorage.Remote(sqlkubestorage.RemoteConfig{Endpoints: []string{lis.Addr().String()}})
+		if err != nil {
+			t.Fatalf("etcd client: %v", err)
+		}
+	default:
+		t.Fatalf("unknown way %q", w)
+	}
+	t.Cleanup(func() { _ = client.Close() })
+	return client
+}
+
+// run runs fn on a fresh env for every way and backend, all in parallel
+// unless serially. Like upstream, the tests get a background context: they
+// cancel what they start themselves.
 func run(t *testing.T, fn func(ctx context.Context, t *testing.T, e *env), opts ...setupOption) {
 	t.Helper()
-	sqltest.Run(t, func(t *testing.T, b sqltest.Backend) {
-		fn(context.Background(), t, newEnv(t, b, opts...))
-	})
+	var o setupOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	for _, w := range ways {
+		t.Run(string(w), func(t *testing.T) {
+			if !o.serial {
+				t.Parallel()
+			}
+			sqltest.Run(t, func(t *testing.T, b sqltest.Backend) {
+				if !o.serial {
+					t.Parallel()
+				}
+				fn(context.Background(), t, newEnv(t, b, w, opts...))
+			})
+		})
+	}
 }
 
 // testStore is the etcd3 store with the hooks the suite uses to swap its

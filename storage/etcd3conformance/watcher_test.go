@@ -118,26 +118,26 @@ func TestSendInitialEventsBackwardCompatibility(t *testing.T) {
 func TestWatchSemantics(t *testing.T) {
 	run(t, func(ctx context.Context, t *testing.T, e *env) {
 		storagetesting.RunWatchSemantics(ctx, t, e.store)
-	})
+	}, serially())
 }
 
 func TestWatchSemanticsWithConcurrentDecode(t *testing.T) {
 	featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, features.ConcurrentWatchObjectDecode, true)
 	run(t, func(ctx context.Context, t *testing.T, e *env) {
 		storagetesting.RunWatchSemantics(ctx, t, e.store)
-	})
+	}, serially())
 }
 
 func TestWatchSemanticInitialEventsExtended(t *testing.T) {
 	run(t, func(ctx context.Context, t *testing.T, e *env) {
 		storagetesting.RunWatchSemanticInitialEventsExtended(ctx, t, e.store)
-	})
+	}, serially())
 }
 
 func TestWatchListMatchSingle(t *testing.T) {
 	run(t, func(ctx context.Context, t *testing.T, e *env) {
 		storagetesting.RunWatchListMatchSingle(ctx, t, e.store)
-	})
+	}, serially())
 }
 
 func TestWatchErrorEventIsBlockingFurtherEvent(t *testing.T) {
