@@ -40,6 +40,7 @@ func NewCacher(o CacherOptions) (*cacher.Cacher, error) {
 	if o.Store == nil || o.GetAttrs == nil || o.KeyFunc == nil {
 		return nil, fmt.Errorf("storage: Store, GetAttrs and KeyFunc are required")
 	}
+	registerMetrics()
 	if o.EventsHistoryWindow <= 0 {
 		o.EventsHistoryWindow = 75 * time.Second
 	}

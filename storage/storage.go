@@ -129,6 +129,7 @@ type StoppableCompactor interface {
 // NewStore returns the storage interface for one resource over c. Close it
 // (through its Close method) when done.
 func NewStore(c *kubernetes.Client, o Options) (k8sstorage.Interface, error) {
+	registerMetrics()
 	if o.Codec == nil || o.NewFunc == nil || o.NewListFunc == nil || o.ResourcePrefix == "" {
 		return nil, fmt.Errorf("storage: Codec, NewFunc, NewListFunc and ResourcePrefix are required")
 	}
