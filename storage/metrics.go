@@ -62,7 +62,11 @@ func NewCached(o CacherOptions) (s k8sstorage.Interface, stop func(), err error)
 	}
 	d := cacher.NewCacheDelegator(c, store)
 	resource := o.Options.GroupResource.String()
-	return &timedLists{Interface: d, resource: resource}, d.Stop, nil
+	stop = func() {
+		d.Stop()
+		c.Stop()
+	}
+	return &timedLists{Interface: d, resource: resource}, stop, nil
 }
 
 type servedByStoreKey struct{}
