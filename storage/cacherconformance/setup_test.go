@@ -180,14 +180,9 @@ func newEnv(t *testing.T, opts ...setupOption) *env {
 	})
 	// The tests expect reads and watches not to fail while the cache
 	// initializes (with ResilientWatchCacheInitialization they would get
-	// 429s), so wait for it, as upstream does.
-	if utilfeature.DefaultFeatureGate.Enabled(features.ResilientWatchCacheInitialization) {
-		waitCtx, cancel := context.WithTimeout(ctx, waitFor)
-		defer cancel()
-		if err := c.Wait(waitCtx); err != nil {
-			t.Fatalf("cacher not ready: %v", err)
-		}
-	}
+	// 429s, without it "storage is (re)initializing"), so wait for it
+	// whatever the gates, as upstream's test setup effectively does.
+	waitUntil(t, "the cacher to be ready", c.Ready)
 	d := cacher.NewCacheDelegator(c, store)
 	t.Cleanup(func() {
 		d.Stop()
