@@ -10,7 +10,7 @@ import (
 	"github.com/sqlkube/sqlkube/migrations"
 )
 
-func newMigrateCommand(lf *logFlags) *cobra.Command {
+func newMigrateCommand() *cobra.Command {
 	var dsn string
 	cmd := &cobra.Command{
 		Use:   "migrate",
@@ -52,6 +52,5 @@ func newMigrateCommand(lf *logFlags) *cobra.Command {
 			return nil
 		},
 	})
-	_ = lf
 	return cmd
 }

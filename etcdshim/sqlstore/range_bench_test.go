@@ -15,17 +15,7 @@ import (
 // paginated Kubernetes list issues, on SQLite.
 func BenchmarkRange_List500(b *testing.B) {
 	ctx := context.Background()
-	s, err := sqlstore.Open(ctx, sqlstore.Options{DSN: "sqlite://" + filepath.Join(b.TempDir(), "state.db"), Logger: zerolog.Nop()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
-	val := make([]byte, 1024)
-	for i := 0; i < 2000; i++ {
-		if _, _, err := s.Put(ctx, sqlstore.PutRequest{Key: []byte(fmt.Sprintf("/registry/pods/%06d", i)), Value: val}); err != nil {
-			b.Fatal(err)
-		}
-	}
+	s := seedPods(b, ctx)
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
@@ -40,17 +30,7 @@ func BenchmarkRange_List500(b *testing.B) {
 // BenchmarkRange_GetOne measures a linearizable single-key read on SQLite.
 func BenchmarkRange_GetOne(b *testing.B) {
 	ctx := context.Background()
-	s, err := sqlstore.Open(ctx, sqlstore.Options{DSN: "sqlite://" + filepath.Join(b.TempDir(), "state.db"), Logger: zerolog.Nop()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
-	val := make([]byte, 1024)
-	for i := 0; i < 2000; i++ {
-		if _, _, err := s.Put(ctx, sqlstore.PutRequest{Key: []byte(fmt.Sprintf("/registry/pods/%06d", i)), Value: val}); err != nil {
-			b.Fatal(err)
-		}
-	}
+	s := seedPods(b, ctx)
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		i := 0
@@ -62,4 +42,22 @@ func BenchmarkRange_GetOne(b *testing.B) {
 			}
 		}
 	})
+}
+
+// seedPods opens a SQLite store holding 2,000 keys of 1 KiB under
+// /registry/pods/, closed when the benchmark ends.
+func seedPods(b *testing.B, ctx context.Context) *sqlstore.Store {
+	b.Helper()
+	s, err := sqlstore.Open(ctx, sqlstore.Options{DSN: "sqlite://" + filepath.Join(b.TempDir(), "state.db"), Logger: zerolog.Nop()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
+	val := make([]byte, 1024)
+	for i := 0; i < 2000; i++ {
+		if _, _, err := s.Put(ctx, sqlstore.PutRequest{Key: []byte(fmt.Sprintf("/registry/pods/%06d", i)), Value: val}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return s
 }
