@@ -3,6 +3,7 @@ package storage_test
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -11,6 +12,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
@@ -20,7 +22,9 @@ import (
 
 const (
 	// budgetRefill is how long the watch cache needs to refill the time it
-	// may spend waiting for blocked watchers (100 ms, at 50 ms a second).
+	// may spend waiting for blocked watchers of its own (100 ms, at 50 ms a
+	// second); rounds start with it full, as they did before the fan-out
+	// ring served the watches, so that runs stay comparable.
 	budgetRefill = 2 * time.Second
 	// warmupEvents grows the watch cache's event history to its upper
 	// bound, 102,400 events (it doubles from 100 when full while its oldest
@@ -31,17 +35,17 @@ const (
 )
 
 // BenchmarkWatchFanout measures how long an update takes to reach every
-// watcher of the watch cache. A round opens the watchers on all pods from
-// the current revision, one of which never reads its result channel, then
-// updates pods through the cache delegator (GuaranteedUpdate, as
-// kube-apiserver writes) with concurrent writers, and waits until every
-// other watcher has received every update or been closed.
+// watcher of storage.NewCached (the watch cache, with watches served by the
+// fan-out ring). A round opens the watchers on all pods from the current
+// revision, one of which never reads its result channel, then updates pods
+// through it (GuaranteedUpdate, as kube-apiserver writes) with concurrent
+// writers, and waits until every other watcher has received every update or
+// been closed.
 //
-//   - cold: a watch cache just filled (empty event history, so 10-event
-//     watcher buffers), idle for 2 s so its wait budget is full.
+//   - cold: a watch cache just filled (empty event history), idle for 2 s.
 //   - warm: the same after warmupEvents updates went through it with no
-//     watchers, so watcher buffers are 1,000 events, as in an apiserver
-//     under steady writes.
+//     watchers, as in an apiserver under steady writes (the watch cache's
+//     history at its upper bound).
 //   - warm-nostall: warm, with every watcher reading (what the stalled
 //     watcher costs the others).
 //
@@ -49,7 +53,7 @@ const (
 // tryUpdate, just before the SQLite write, so the commit is included) to
 // receipt at each reading watcher; ret-p50/ret-p99-ms from the write's
 // return instead; events/s, the write rate reached; killed, reading
-// watchers the cache closed as too slow (a client would re-watch);
+// watchers closed (a client would re-watch);
 // delivered-%, the share of (watcher, update) pairs delivered (the
 // percentiles cover only those); stalled-closed, 1 when the stalled watcher
 // was terminated.
@@ -70,19 +74,18 @@ func BenchmarkWatchFanout(b *testing.B) {
 		var all fanoutResult
 		for range b.N {
 			b.StopTimer()
-			c, d := e.newCacher(b)
+			d := e.newCacher(b)
 			time.Sleep(budgetRefill)
 			b.StartTimer()
 			all.add(runFanout(b, e, d, cfg))
 			b.StopTimer()
 			d.Stop()
-			c.Stop()
 			b.StartTimer()
 		}
 		all.report(b)
 	})
 
-	_, d := e.newCacher(b)
+	d := e.newCacher(b)
 	if _, err := writeUpdates(context.Background(), d, e.keys, fanoutSeq.Add(warmupEvents)-warmupEvents, warmupEvents, cfg.writers); err != nil {
 		b.Fatal(err)
 	}
@@ -107,20 +110,18 @@ func BenchmarkWatchFanout(b *testing.B) {
 	b.Run("warm-nostall/"+scale, warm(nostall))
 }
 
-// TestCacher_StalledWatcher checks what the upstream watch cache promises
-// when a watcher never reads (cacher.go dispatchEvent, cache_watcher.go):
-// the dispatcher waits for it at most its time budget (up to 100 ms,
-// refilled at 50 ms a second) and then terminates it - its result channel
-// is closed after the events already buffered, which are an in-order prefix
-// without gaps - while every other watcher receives every event, in order.
+// TestCacher_StalledWatcher checks what storage.NewCached promises when a
+// watcher never reads: every other watcher receives every event, in order,
+// none is cut off, and the stalled one is terminated once it falls its
+// buffer (100 events here) behind - with a 429 Status to resume from after
+// an in-order prefix without gaps, then a closed channel.
 func TestCacher_StalledWatcher(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a watch cache over 1,000 pods")
 	}
 	const watchers, events = 20, 500
 	e := newBenchEnv(t, 1000)
-	_, d := e.newCacher(t)
-	time.Sleep(budgetRefill)
+	d := newPodCacher(t, e.store, 100)
 	// One writer, so that event order is write order and prefixes and gaps
 	// can be checked.
 	r := runFanout(t, e, d, fanoutConfig{watchers: watchers, events: events, writers: 1, stalled: true, checkOrder: true})
@@ -232,6 +233,9 @@ func runFanout(tb testing.TB, e *benchEnv, s k8sstorage.Interface, cfg fanoutCon
 			got, last := 0, int64(-1)
 			for ev := range watchers[w].ResultChan() {
 				now := time.Now().UnixNano()
+				if isResumeError(ev) {
+					break // terminated as too slow; a client would watch again
+				}
 				i, err := eventSeq(ev, base, cfg.events)
 				if err != nil {
 					problems <- err.Error()
@@ -287,13 +291,20 @@ func runFanout(tb testing.TB, e *benchEnv, s k8sstorage.Interface, cfg fanoutCon
 // is called, so a watcher not terminated by then never will be.
 func drainStalled(tb testing.TB, w watch.Interface, base int64, cfg fanoutConfig) (closed, received int) {
 	tb.Helper()
-	last := int64(-1)
+	last, resumable := int64(-1), false
 	drain := time.After(time.Second)
 	for {
 		select {
 		case ev, ok := <-w.ResultChan():
 			if !ok {
+				if !resumable {
+					tb.Fatal("stalled watcher closed without a 429 Status to resume from")
+				}
 				return 1, received
+			}
+			if isResumeError(ev) {
+				resumable = true
+				continue
 			}
 			i, err := eventSeq(ev, base, cfg.events)
 			if err != nil {
@@ -359,6 +370,13 @@ func writeUpdates(ctx context.Context, s k8sstorage.Interface, keys []string, ba
 	default:
 		return t, nil
 	}
+}
+
+// isResumeError reports whether ev is the 429 Status a decoupled watch ends
+// with when its consumer falls too far behind.
+func isResumeError(ev watch.Event) bool {
+	status, ok := ev.Object.(*metav1.Status)
+	return ev.Type == watch.Error && ok && status.Code == http.StatusTooManyRequests
 }
 
 // eventSeq returns the index in its round of the update ev carries.

@@ -23,7 +23,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apiserver/pkg/features"
 	k8sstorage "k8s.io/apiserver/pkg/storage"
-	"k8s.io/apiserver/pkg/storage/cacher"
 	etcdfeature "k8s.io/apiserver/pkg/storage/feature"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -376,31 +375,32 @@ func (e *benchEnv) createPods(tb testing.TB, n int) {
 }
 
 // newCacher builds a watch cache over the env's store; see newPodCacher.
-func (e *benchEnv) newCacher(tb testing.TB) (*cacher.Cacher, *cacher.CacheDelegator) {
+func (e *benchEnv) newCacher(tb testing.TB) *storage.Cached {
 	tb.Helper()
-	return newPodCacher(tb, e.store)
+	return newPodCacher(tb, e.store, 0)
 }
 
 // newPodCacher builds a watch cache over store as kube-apiserver does for
-// pods (the node trigger, namespace and node indexes), waits until it is
-// filled, and returns it with its delegator (which decides between cache and
-// store, as kube-apiserver's registry sees it). Both stop when tb ends
-// unless stopped earlier.
-func newPodCacher(tb testing.TB, store k8sstorage.Interface) (*cacher.Cacher, *cacher.CacheDelegator) {
+// pods (the node trigger, namespace and node indexes) through
+// storage.NewCached (the cache delegator, which decides between cache and
+// store as kube-apiserver's registry sees it, and decoupled watches with
+// watchBuffer events of slack, 0 for the default), and waits until it is
+// filled. It stops when tb ends unless stopped earlier.
+func newPodCacher(tb testing.TB, store k8sstorage.Interface, watchBuffer int) *storage.Cached {
 	tb.Helper()
-	c, err := storage.NewCacher(storage.CacherOptions{
+	c, err := storage.NewCached(storage.CacherOptions{
 		Store:        store,
 		Options:      podOptions(),
 		GetAttrs:     podGetAttrs,
 		KeyFunc:      podKeyFunc,
 		IndexerFuncs: k8sstorage.IndexerFuncs{"spec.nodeName": podNodeName},
 		Indexers:     podIndexers(),
+		WatchBuffer:  watchBuffer,
 	})
 	if err != nil {
 		tb.Fatal(err)
 	}
-	d := cacher.NewCacheDelegator(c, store)
-	tb.Cleanup(func() { d.Stop(); c.Stop() })
+	tb.Cleanup(c.Stop)
 	deadline := time.Now().Add(time.Minute)
 	for !c.Ready() {
 		if time.Now().After(deadline) {
@@ -408,7 +408,7 @@ func newPodCacher(tb testing.TB, store k8sstorage.Interface) (*cacher.Cacher, *c
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	return c, d
+	return c
 }
 
 // waitConsistentListFromCache waits until the apiserver will serve

@@ -36,7 +36,7 @@ const benchPods = 10000
 // watch cache once it has caught up with the store's current revision).
 func BenchmarkGetList(b *testing.B) {
 	e := newBenchEnv(b, benchPods)
-	_, delegator := e.newCacher(b)
+	delegator := e.newCacher(b)
 
 	ns := podNamespace(7)
 	nsCtx := request.WithRequestInfo(request.WithNamespace(context.Background(), ns),
@@ -111,11 +111,10 @@ func BenchmarkCachedPodMemory(b *testing.B) {
 			store, closeStore := e.newStore(b)
 			before := liveHeap()
 			b.StartTimer()
-			c, d := newPodCacher(b, store)
+			c := newPodCacher(b, store, 0)
 			b.StopTimer()
 			after := liveHeap()
 			perPod = append(perPod, (after-before)/benchPods)
-			d.Stop()
 			c.Stop()
 			closeStore()
 			b.StartTimer()

@@ -2,8 +2,10 @@ package storage
 
 import (
 	"fmt"
+	"maps"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -28,9 +30,18 @@ type CacherOptions struct {
 	// scan.
 	IndexerFuncs k8sstorage.IndexerFuncs
 	Indexers     *cache.Indexers
+	// IndexLabels adds an index of the cached objects by each of these
+	// label keys (e.g. "app"): a list whose predicate names the key in
+	// IndexLabels and whose label selector requires one value for it is
+	// answered from the index, not a scan.
+	IndexLabels []string
 	// EventsHistoryWindow is how long recent events are kept for watches
 	// that start in the past (default 75s, as kube-apiserver).
 	EventsHistoryWindow time.Duration
+	// WatchBuffer is how many events a watcher of NewCached may fall behind
+	// before it is terminated with a 429 Status it can resume from
+	// (default DefaultWatchBuffer).
+	WatchBuffer int
 }
 
 // NewCacher puts the upstream watch cache in front of a store: lists and
@@ -44,6 +55,17 @@ func NewCacher(o CacherOptions) (*cacher.Cacher, error) {
 	if o.EventsHistoryWindow <= 0 {
 		o.EventsHistoryWindow = 75 * time.Second
 	}
+	indexers := o.Indexers
+	if len(o.IndexLabels) > 0 {
+		merged := cache.Indexers{}
+		if indexers != nil {
+			maps.Copy(merged, *indexers)
+		}
+		for _, key := range o.IndexLabels {
+			merged[k8sstorage.LabelIndex(key)] = labelIndexFunc(key)
+		}
+		indexers = &merged
+	}
 	return cacher.NewCacherFromConfig(cacher.Config{
 		Storage:             o.Store,
 		Versioner:           k8sstorage.APIObjectVersioner{},
@@ -53,9 +75,22 @@ func NewCacher(o CacherOptions) (*cacher.Cacher, error) {
 		KeyFunc:             o.KeyFunc,
 		GetAttrsFunc:        o.GetAttrs,
 		IndexerFuncs:        o.IndexerFuncs,
-		Indexers:            o.Indexers,
+		Indexers:            indexers,
 		NewFunc:             o.Options.NewFunc,
 		NewListFunc:         o.Options.NewListFunc,
 		Codec:               o.Options.Codec,
 	})
+}
+
+// labelIndexFunc indexes objects by the value of one label (objects
+// without it are indexed under "", as upstream's label indexes are not
+// consulted for selectors that do not require a single value).
+func labelIndexFunc(key string) cache.IndexFunc {
+	return func(obj any) ([]string, error) {
+		m, err := meta.Accessor(obj)
+		if err != nil {
+			return nil, err
+		}
+		return []string{m.GetLabels()[key]}, nil
+	}
 }

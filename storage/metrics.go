@@ -32,7 +32,10 @@ var registerOnce sync.Once
 // apiserver_cache_list_*, apiserver_terminated_watchers_total for slow
 // watchers cut off), the etcd3 store's (etcd_request_duration_seconds,
 // apiserver_storage_list_*, apiserver_storage_objects) and
-// sqlkube_storage_list_duration_seconds{source="cache"|"store"}.
+// sqlkube_storage_list_duration_seconds{source="cache"|"store"}, and the
+// decoupled watches' sqlkube_storage_watchers,
+// sqlkube_storage_watchers_terminated_total and
+// sqlkube_storage_watch_events_dispatched_total.
 func MetricsHandler() http.Handler {
 	registerMetrics()
 	return legacyregistry.Handler()
@@ -45,28 +48,55 @@ func registerMetrics() {
 	registerOnce.Do(func() {
 		cachermetrics.Register()
 		etcd3metrics.Register()
-		legacyregistry.RawMustRegister(listDuration)
+		legacyregistry.RawMustRegister(listDuration, watchersGauge, watchersTerminated, eventsDispatched, watchesDelegated)
 	})
 }
 
 // NewCached returns a resource's storage as kube-apiserver serves it: the
 // watch cache in front of the store, reads and watches served from memory
 // when their resourceVersion allows, everything else (and every write)
-// passed to the store. Call stop when done.
-func NewCached(o CacherOptions) (s k8sstorage.Interface, stop func(), err error) {
+// passed to the store. Watches are served by a Fanout, so a slow consumer
+// never holds up the others. Stop it when done.
+func NewCached(o CacherOptions) (*Cached, error) {
 	store := &markingStore{Interface: o.Store}
 	o.Store = store
 	c, err := NewCacher(o)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	d := cacher.NewCacheDelegator(c, store)
 	resource := o.Options.GroupResource.String()
-	stop = func() {
-		d.Stop()
-		c.Stop()
-	}
-	return &timedLists{Interface: d, resource: resource}, stop, nil
+	f := NewFanout(FanoutOptions{
+		Source: d, Store: o.Store, ResourcePrefix: o.Options.ResourcePrefix, Resource: resource,
+		KeyFunc: o.KeyFunc, GetAttrs: o.GetAttrs, NewFunc: o.Options.NewFunc, NewListFunc: o.Options.NewListFunc,
+		Buffer: o.WatchBuffer,
+	})
+	return &Cached{
+		Interface: &timedLists{Interface: &fannedOut{Interface: d, fanout: f}, resource: resource},
+		cacher:    c,
+		delegator: d,
+		fanout:    f,
+	}, nil
+}
+
+// Cached is a resource's storage with its watch cache (NewCached).
+type Cached struct {
+	k8sstorage.Interface
+	cacher    *cacher.Cacher
+	delegator *cacher.CacheDelegator
+	fanout    *Fanout
+}
+
+// Ready reports whether the watch cache has been filled from the store and
+// the fan-out serves watches (until then reads and watches go to the store
+// or the watch cache).
+func (c *Cached) Ready() bool { return c.cacher.Ready() && c.fanout.Ready() }
+
+// Stop stops the watch cache; its open watches end.
+func (c *Cached) Stop() {
+	c.fanout.Stop()
+	c.delegator.Stop()
+	c.cacher.Stop()
 }
 
 type servedByStoreKey struct{}

@@ -37,48 +37,7 @@ func TestNewCached_Metrics(t *testing.T) {
 	// down to the store: that gives this test a list of each source.
 	featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, features.ListFromCacheSnapshot, false)
 	ctx := context.Background()
-	be, err := sqlstore.Open(ctx, sqlstore.Options{DSN: "sqlite://" + filepath.Join(t.TempDir(), "state.db"), Logger: zerolog.Nop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { be.Close() })
-	srv := etcdshim.New(etcdshim.Options{Backend: be, Logger: zerolog.Nop()})
-	t.Cleanup(func() { srv.Stop(time.Second) })
-	client := storage.Local(srv)
-	t.Cleanup(func() { client.Close() })
-	compactor := storage.NewCompactor(client, 0)
-	t.Cleanup(compactor.Stop)
-
-	codec, _, err := serverstorage.NewStorageCodec(serverstorage.StorageCodecConfig{
-		StorageMediaType: runtime.ContentTypeProtobuf, StorageSerializer: serializer.NewCodecFactory(clientgoscheme.Scheme),
-		StorageVersion: corev1.SchemeGroupVersion, MemoryVersion: corev1.SchemeGroupVersion,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts := storage.Options{
-		Codec: codec, NewFunc: func() runtime.Object { return &corev1.Pod{} }, NewListFunc: func() runtime.Object { return &corev1.PodList{} },
-		ResourcePrefix: "/pods", GroupResource: schema.GroupResource{Resource: "pods"}, Compactor: compactor,
-	}
-	store, err := storage.NewStore(client, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cached, stop, err := storage.NewCached(storage.CacherOptions{
-		Store: store, Options: opts,
-		KeyFunc: func(obj runtime.Object) (string, error) {
-			m, err := metav1.Object(obj.(*corev1.Pod)), error(nil)
-			return "/pods/" + m.GetNamespace() + "/" + m.GetName(), err
-		},
-		GetAttrs: func(obj runtime.Object) (labels.Set, fields.Set, error) {
-			p := obj.(*corev1.Pod)
-			return p.Labels, fields.Set{"metadata.name": p.Name, "metadata.namespace": p.Namespace}, nil
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(stop)
+	cached := newCachedPods(t, nil)
 
 	var rv string
 	for _, name := range []string{"a", "b", "c"} {
@@ -141,4 +100,56 @@ func grep(text, sub string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// newCachedPods builds storage.NewCached for v1 pods (keys
+// /pods/NAMESPACE/NAME, protobuf as kube-apiserver stores them) on a fresh
+// SQLite database reached in-process, with label indexes for indexLabels.
+// It is stopped when t ends.
+func newCachedPods(t *testing.T, indexLabels []string) *storage.Cached {
+	t.Helper()
+	ctx := context.Background()
+	be, err := sqlstore.Open(ctx, sqlstore.Options{DSN: "sqlite://" + filepath.Join(t.TempDir(), "state.db"), Logger: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { be.Close() })
+	srv := etcdshim.New(etcdshim.Options{Backend: be, Logger: zerolog.Nop()})
+	t.Cleanup(func() { srv.Stop(time.Second) })
+	client := storage.Local(srv)
+	t.Cleanup(func() { client.Close() })
+	compactor := storage.NewCompactor(client, 0)
+	t.Cleanup(compactor.Stop)
+
+	codec, _, err := serverstorage.NewStorageCodec(serverstorage.StorageCodecConfig{
+		StorageMediaType: runtime.ContentTypeProtobuf, StorageSerializer: serializer.NewCodecFactory(clientgoscheme.Scheme),
+		StorageVersion: corev1.SchemeGroupVersion, MemoryVersion: corev1.SchemeGroupVersion,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := storage.Options{
+		Codec: codec, NewFunc: func() runtime.Object { return &corev1.Pod{} }, NewListFunc: func() runtime.Object { return &corev1.PodList{} },
+		ResourcePrefix: "/pods", GroupResource: schema.GroupResource{Resource: "pods"}, Compactor: compactor,
+	}
+	store, err := storage.NewStore(client, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cached, err := storage.NewCached(storage.CacherOptions{
+		Store: store, Options: opts, IndexLabels: indexLabels,
+		KeyFunc: func(obj runtime.Object) (string, error) {
+			m, err := metav1.Object(obj.(*corev1.Pod)), error(nil)
+			return "/pods/" + m.GetNamespace() + "/" + m.GetName(), err
+		},
+		GetAttrs: func(obj runtime.Object) (labels.Set, fields.Set, error) {
+			p := obj.(*corev1.Pod)
+			return p.Labels, fields.Set{"metadata.name": p.Name, "metadata.namespace": p.Namespace}, nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cached.Stop)
+	return cached
 }

@@ -59,6 +59,10 @@ type setupOptions struct {
 	keyFunc        func(runtime.Object) (string, error)
 	indexerFuncs   storage.IndexerFuncs
 	indexers       cache.Indexers
+	// fanout serves the env's watches from sqlkube's fan-out ring
+	// (storage.Fanout, as storage.NewCached does) instead of the watch
+	// cache's own watchers.
+	fanout bool
 }
 
 type setupOption func(*setupOptions)
@@ -98,8 +102,11 @@ func withNodeNameAndNamespaceIndex(o *setupOptions) {
 type env struct {
 	// cacher is what the tests run against: the delegator that serves
 	// from the watch cache or passes through to the store, as
-	// kube-apiserver's registry sees it.
-	cacher *cacher.CacheDelegator
+	// kube-apiserver's registry sees it, with watches served by the
+	// fan-out ring if asked for.
+	cacher storage.Interface
+	// delegator is the delegator itself.
+	delegator *cacher.CacheDelegator
 	// watchCache is the cacher behind it.
 	watchCache *cacher.Cacher
 	// store is the cacher's view of the etcd3 store.
@@ -188,7 +195,17 @@ func newEnv(t *testing.T, opts ...setupOption) *env {
 		d.Stop()
 		c.Stop()
 	})
-	return &env{cacher: d, watchCache: c, store: store, client: client, recorder: recorder}
+	var subject storage.Interface = d
+	if o.fanout {
+		f := sqlkubestorage.NewFanout(sqlkubestorage.FanoutOptions{
+			Source: d, Store: store, ResourcePrefix: o.resourcePrefix, Resource: "pods",
+			KeyFunc: o.keyFunc, GetAttrs: podAttrs, NewFunc: newPod, NewListFunc: newPodList,
+		})
+		t.Cleanup(f.Stop)
+		waitUntil(t, "the fan-out to be ready", f.Ready)
+		subject = f.Wrap(d)
+	}
+	return &env{cacher: subject, delegator: d, watchCache: c, store: store, client: client, recorder: recorder}
 }
 
 // sqliteDSN returns a fresh SQLite database, or skips the test when
@@ -268,7 +285,7 @@ func (e *env) compactStore() storagetesting.Compaction {
 			return
 		}
 		waitUntil(t, fmt.Sprintf("the cacher to observe compaction to %d", rv), func() bool {
-			return e.cacher.CompactRevision() >= int64(rv)
+			return e.delegator.CompactRevision() >= int64(rv)
 		})
 	}
 }
@@ -313,17 +330,17 @@ func parseRV(t *testing.T, resourceVersion string) uint64 {
 // created object, for the watch semantics tests that read their own writes
 // from the cache.
 type createWrapper struct {
-	*cacher.CacheDelegator
+	storage.Interface
 }
 
 func (c createWrapper) Create(ctx context.Context, key string, obj, out runtime.Object, ttl uint64) error {
-	if err := c.CacheDelegator.Create(ctx, key, obj, out, ttl); err != nil {
+	if err := c.Interface.Create(ctx, key, obj, out, ttl); err != nil {
 		return err
 	}
 	deadline := time.Now().Add(waitFor)
 	for {
 		cur := newPod()
-		err := c.CacheDelegator.Get(ctx, key, storage.GetOptions{ResourceVersion: "0"}, cur)
+		err := c.Interface.Get(ctx, key, storage.GetOptions{ResourceVersion: "0"}, cur)
 		switch {
 		case err == nil && apiequality.Semantic.DeepEqual(cur, out):
 			return nil
