@@ -1,0 +1,83 @@
+package apiserver
+
+import (
+	"net/http"
+	"runtime"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/version"
+)
+
+// restVerbs are the verbs every served resource supports.
+var restVerbs = metav1.Verbs{"create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"}
+
+var metaGV = schema.GroupVersion{Version: "v1"}
+
+func (s *Server) version(c echo.Context) error {
+	v := strings.TrimPrefix(s.cfg.Version, "v")
+	major, minor, _ := strings.Cut(v, ".")
+	minor, _, _ = strings.Cut(minor, ".")
+	return c.JSON(http.StatusOK, version.Info{
+		Major: major, Minor: minor, GitVersion: s.cfg.Version, GoVersion: runtime.Version(),
+		Compiler: runtime.Compiler, Platform: runtime.GOOS + "/" + runtime.GOARCH,
+	})
+}
+
+func (s *Server) apiVersions(c echo.Context) error {
+	return writeObject(c, http.StatusOK, &metav1.APIVersions{
+		Versions:                   []string{"v1"},
+		ServerAddressByClientCIDRs: []metav1.ServerAddressByClientCIDR{{ClientCIDR: "0.0.0.0/0", ServerAddress: c.Request().Host}},
+	}, metaGV)
+}
+
+func (s *Server) apiGroups(c echo.Context) error {
+	list := &metav1.APIGroupList{}
+	for _, g := range s.groups() {
+		list.Groups = append(list.Groups, g)
+	}
+	return writeObject(c, http.StatusOK, list, metaGV)
+}
+
+// groups returns the named API groups (not the core group).
+func (s *Server) groups() []metav1.APIGroup {
+	var out []metav1.APIGroup
+	index := map[string]int{}
+	for _, gv := range s.registry.GroupVersions() {
+		if gv.Group == "" {
+			continue
+		}
+		v := metav1.GroupVersionForDiscovery{GroupVersion: gv.String(), Version: gv.Version}
+		i, ok := index[gv.Group]
+		if !ok {
+			index[gv.Group] = len(out)
+			out = append(out, metav1.APIGroup{Name: gv.Group, PreferredVersion: v})
+			i = len(out) - 1
+		}
+		out[i].Versions = append(out[i].Versions, v)
+	}
+	return out
+}
+
+// resourceList is the discovery document of one group-version.
+func (s *Server) resourceList(gv schema.GroupVersion) (*metav1.APIResourceList, bool) {
+	list := &metav1.APIResourceList{GroupVersion: gv.String()}
+	for _, r := range s.registry.Resources() {
+		if r.GroupVersion() != gv {
+			continue
+		}
+		list.APIResources = append(list.APIResources, metav1.APIResource{
+			Name: r.Plural, SingularName: r.Singular, Namespaced: r.Namespaced, Kind: r.GVK.Kind,
+			Verbs: restVerbs, ShortNames: r.ShortNames, Categories: r.Categories,
+		})
+		if r.Status {
+			list.APIResources = append(list.APIResources, metav1.APIResource{
+				Name: r.Plural + "/status", Namespaced: r.Namespaced, Kind: r.GVK.Kind,
+				Verbs: metav1.Verbs{"get", "patch", "update"},
+			})
+		}
+	}
+	return list, len(list.APIResources) > 0
+}

@@ -1,0 +1,64 @@
+package apiserver
+
+import (
+	"fmt"
+	"reflect"
+
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apimachineryvalidation "k8s.io/apimachinery/pkg/api/validation"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+func newStringSet(items ...string) sets.String { return sets.NewString(items...) }
+
+// validateObjectMeta checks names, labels, annotations and the rest of
+// metadata as Kubernetes does (namespaces are DNS labels, other names DNS
+// subdomains).
+func validateObjectMeta(m metav1.Object, r *Resource) field.ErrorList {
+	nameFn := apimachineryvalidation.NameIsDNSSubdomain
+	if r.GVK.Group == "" && r.Plural == "namespaces" {
+		nameFn = apimachineryvalidation.ValidateNamespaceName
+	}
+	return apimachineryvalidation.ValidateObjectMetaAccessor(m, r.Namespaced, nameFn, field.NewPath("metadata"))
+}
+
+// copyField sets dst's exported struct field name to src's (both pointers
+// to the same struct type).
+func copyField(src, dst runtime.Object, name string) error {
+	s, d := reflect.ValueOf(src).Elem(), reflect.ValueOf(dst).Elem()
+	if s.Type() != d.Type() {
+		return fmt.Errorf("copy %s: %T into %T", name, src, dst)
+	}
+	f := s.FieldByName(name)
+	if !f.IsValid() {
+		return nil
+	}
+	d.FieldByName(name).Set(f)
+	return nil
+}
+
+// hasSpec reports whether objects of obj's type have a spec (only those
+// carry a generation).
+func hasSpec(obj runtime.Object) bool {
+	return reflect.ValueOf(obj).Elem().FieldByName("Spec").IsValid()
+}
+
+// specChanged reports whether anything but metadata and status differs.
+func specChanged(old, updated runtime.Object) bool {
+	if !hasSpec(old) {
+		return false
+	}
+	a, b := old.DeepCopyObject(), updated.DeepCopyObject()
+	for _, o := range []runtime.Object{a, b} {
+		v := reflect.ValueOf(o).Elem()
+		for _, name := range []string{"TypeMeta", "ObjectMeta", "Status"} {
+			if f := v.FieldByName(name); f.IsValid() {
+				f.Set(reflect.Zero(f.Type()))
+			}
+		}
+	}
+	return !apiequality.Semantic.DeepEqual(a, b)
+}

@@ -1,0 +1,137 @@
+package apiserver
+
+import (
+	"fmt"
+	"sort"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// Resource is one registry entry: a served resource, how it is stored and
+// what its selectors see.
+type Resource struct {
+	GVK        schema.GroupVersionKind
+	Plural     string
+	Singular   string
+	ShortNames []string
+	Categories []string
+	Namespaced bool
+	New        func() runtime.Object
+	NewList    func() runtime.Object
+	// StoragePrefix is the resource's folder under /registry, as
+	// kube-apiserver names it ("/pods", "/minions", "/services/specs",
+	// "/deployments"...).
+	StoragePrefix string
+	// Fields returns the fields a field selector may name besides
+	// metadata.name and metadata.namespace (e.g. spec.nodeName for pods).
+	Fields func(obj runtime.Object) fields.Set
+	// PrepareForCreate sets what the server owns on a new object (the
+	// initial status, say).
+	PrepareForCreate func(obj runtime.Object)
+	// Status: the resource has a status subresource; updates of the main
+	// resource keep the stored status and status updates keep the rest.
+	Status bool
+}
+
+// GroupResource returns the resource's group and plural.
+func (r *Resource) GroupResource() schema.GroupResource {
+	return schema.GroupResource{Group: r.GVK.Group, Resource: r.Plural}
+}
+
+// GroupVersion returns the version the resource is served in.
+func (r *Resource) GroupVersion() schema.GroupVersion { return r.GVK.GroupVersion() }
+
+// attrs are the labels and fields selectors match on.
+func (r *Resource) attrs(obj runtime.Object) (labels.Set, fields.Set, error) {
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return nil, nil, err
+	}
+	f := fields.Set{"metadata.name": m.GetName()}
+	if r.Namespaced {
+		f["metadata.namespace"] = m.GetNamespace()
+	}
+	if r.Fields != nil {
+		for k, v := range r.Fields(obj) {
+			f[k] = v
+		}
+	}
+	return m.GetLabels(), f, nil
+}
+
+// key is the object's storage key below /registry.
+func (r *Resource) key(namespace, name string) string {
+	if r.Namespaced {
+		return r.StoragePrefix + "/" + namespace + "/" + name
+	}
+	return r.StoragePrefix + "/" + name
+}
+
+// listKey is the storage prefix of a namespace's objects, or of all.
+func (r *Resource) listKey(namespace string) string {
+	if r.Namespaced && namespace != "" {
+		return r.StoragePrefix + "/" + namespace + "/"
+	}
+	return r.StoragePrefix + "/"
+}
+
+// objectKey returns the storage key of an object (for the watch cache).
+func (r *Resource) objectKey(obj runtime.Object) (string, error) {
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return "", err
+	}
+	if r.Namespaced && m.GetNamespace() == "" {
+		return "", fmt.Errorf("%s %q has no namespace", r.Singular, m.GetName())
+	}
+	return r.key(m.GetNamespace(), m.GetName()), nil
+}
+
+// Registry holds the served resources by group, version and plural.
+type Registry struct {
+	resources []*Resource
+	byGVR     map[schema.GroupVersionResource]*Resource
+}
+
+// NewRegistry indexes resources.
+func NewRegistry(resources ...*Resource) *Registry {
+	reg := &Registry{byGVR: map[schema.GroupVersionResource]*Resource{}}
+	for _, r := range resources {
+		reg.resources = append(reg.resources, r)
+		reg.byGVR[r.GVK.GroupVersion().WithResource(r.Plural)] = r
+	}
+	return reg
+}
+
+// Lookup finds a resource.
+func (reg *Registry) Lookup(gvr schema.GroupVersionResource) (*Resource, bool) {
+	r, ok := reg.byGVR[gvr]
+	return r, ok
+}
+
+// Resources returns every resource, in registration order.
+func (reg *Registry) Resources() []*Resource { return reg.resources }
+
+// GroupVersions returns the served group-versions, core first, then groups
+// by name.
+func (reg *Registry) GroupVersions() []schema.GroupVersion {
+	seen := map[schema.GroupVersion]bool{}
+	var gvs []schema.GroupVersion
+	for _, r := range reg.resources {
+		if gv := r.GroupVersion(); !seen[gv] {
+			seen[gv] = true
+			gvs = append(gvs, gv)
+		}
+	}
+	sort.SliceStable(gvs, func(i, j int) bool {
+		if (gvs[i].Group == "") != (gvs[j].Group == "") {
+			return gvs[i].Group == ""
+		}
+		return gvs[i].Group < gvs[j].Group
+	})
+	return gvs
+}

@@ -1,0 +1,409 @@
+package apiserver
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/labstack/echo/v4"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/validation/path"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	utilrand "k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/apiserver/pkg/endpoints/request"
+	k8sstorage "k8s.io/apiserver/pkg/storage"
+	storeerr "k8s.io/apiserver/pkg/storage/errors"
+)
+
+// maxBodyBytes is the largest request body accepted (413 beyond).
+const maxBodyBytes = 3 << 20
+
+var requestInfos = &request.RequestInfoFactory{
+	APIPrefixes:          newStringSet("api", "apis"),
+	GrouplessAPIPrefixes: newStringSet("api"),
+}
+
+// serveResource routes /api/... and /apis/... requests: discovery
+// documents, then the REST verbs on a resource.
+func (s *Server) serveResource(c echo.Context) error {
+	info, err := requestInfos.NewRequestInfo(c.Request())
+	if err != nil {
+		return writeStatus(c, apierrors.NewBadRequest(err.Error()))
+	}
+	if !info.IsResourceRequest {
+		return s.serveDiscovery(c)
+	}
+	gvr := schema.GroupVersionResource{Group: info.APIGroup, Version: info.APIVersion, Resource: info.Resource}
+	r, ok := s.registry.Lookup(gvr)
+	if !ok || (info.Subresource != "" && !(info.Subresource == "status" && r.Status)) {
+		return writeStatus(c, apierrors.NewNotFound(schema.GroupResource{Group: info.APIGroup, Resource: info.Resource}, info.Name))
+	}
+	if info.Name != "" {
+		if msgs := path.IsValidPathSegmentName(info.Name); len(msgs) > 0 {
+			return writeStatus(c, apierrors.NewBadRequest(fmt.Sprintf("invalid name %q: %s", info.Name, strings.Join(msgs, ", "))))
+		}
+	}
+	if r.Namespaced && info.Namespace == "" && info.Name != "" {
+		return writeStatus(c, apierrors.NewBadRequest("a namespace is required for "+r.Plural))
+	}
+	ctx := request.WithRequestInfo(request.WithNamespace(c.Request().Context(), info.Namespace), info)
+	h := &handler{s: s, r: r, st: s.storages[r], info: info, c: c, ctx: ctx}
+	switch info.Verb {
+	case "get":
+		return h.get()
+	case "list":
+		return h.list(false)
+	case "watch":
+		return h.list(true)
+	case "create":
+		return h.create()
+	case "update":
+		return h.update()
+	case "delete":
+		return h.delete()
+	case "deletecollection":
+		return h.deleteCollection()
+	}
+	return writeStatus(c, apierrors.NewMethodNotSupported(r.GroupResource(), info.Verb))
+}
+
+func (s *Server) serveDiscovery(c echo.Context) error {
+	parts := strings.Split(strings.Trim(c.Request().URL.Path, "/"), "/")
+	switch {
+	case len(parts) == 2 && parts[0] == "api":
+		if list, ok := s.resourceList(schema.GroupVersion{Version: parts[1]}); ok {
+			return writeObject(c, http.StatusOK, list, metaGV)
+		}
+	case len(parts) == 2 && parts[0] == "apis":
+		for _, g := range s.groups() {
+			if g.Name == parts[1] {
+				return writeObject(c, http.StatusOK, &g, metaGV)
+			}
+		}
+	case len(parts) == 3 && parts[0] == "apis":
+		if list, ok := s.resourceList(schema.GroupVersion{Group: parts[1], Version: parts[2]}); ok {
+			return writeObject(c, http.StatusOK, list, metaGV)
+		}
+	}
+	return writeStatus(c, apierrors.NewNotFound(schema.GroupResource{}, c.Request().URL.Path))
+}
+
+// handler serves one request on one resource.
+type handler struct {
+	s    *Server
+	r    *Resource
+	st   k8sstorage.Interface
+	info *request.RequestInfo
+	c    echo.Context
+	ctx  context.Context
+}
+
+func (h *handler) key() string { return h.r.key(h.info.Namespace, h.info.Name) }
+
+func (h *handler) respond(code int, obj runtime.Object) error {
+	opts, info := negotiate(h.c)
+	if opts.Convert != nil && opts.Convert.Kind == "Table" {
+		table, err := h.table(obj, opts)
+		if err != nil {
+			return writeStatus(h.c, err)
+		}
+		return encodeWith(h.c, code, table, schema.GroupVersion{Group: metav1.GroupName, Version: opts.Convert.Version}, info)
+	}
+	return encodeWith(h.c, code, obj, h.r.GroupVersion(), info)
+}
+
+func (h *handler) fail(err error) error {
+	return writeStatus(h.c, err)
+}
+
+func (h *handler) get() error {
+	var opts metav1.GetOptions
+	if err := parameterCodec.DecodeParameters(h.c.Request().URL.Query(), metaGV, &opts); err != nil {
+		return h.fail(apierrors.NewBadRequest(err.Error()))
+	}
+	obj := h.r.New()
+	if err := h.st.Get(h.ctx, h.key(), k8sstorage.GetOptions{ResourceVersion: opts.ResourceVersion}, obj); err != nil {
+		return h.fail(storeerr.InterpretGetError(err, h.r.GroupResource(), h.info.Name))
+	}
+	return h.respond(http.StatusOK, obj)
+}
+
+// listOptions decodes and checks a list or watch request's options.
+func (h *handler) listOptions() (metav1.ListOptions, k8sstorage.SelectionPredicate, error) {
+	var opts metav1.ListOptions
+	if err := parameterCodec.DecodeParameters(h.c.Request().URL.Query(), metaGV, &opts); err != nil {
+		return opts, k8sstorage.SelectionPredicate{}, apierrors.NewBadRequest(err.Error())
+	}
+	label, err := labels.Parse(opts.LabelSelector)
+	if err != nil {
+		return opts, k8sstorage.SelectionPredicate{}, apierrors.NewBadRequest("invalid labelSelector: " + err.Error())
+	}
+	field, err := fields.ParseSelector(opts.FieldSelector)
+	if err != nil {
+		return opts, k8sstorage.SelectionPredicate{}, apierrors.NewBadRequest("invalid fieldSelector: " + err.Error())
+	}
+	// Only fields the resource exposes may be selected on, as upstream.
+	probeFields := fields.Set{"metadata.name": "", "metadata.namespace": ""}
+	if h.r.Fields != nil {
+		for k := range h.r.Fields(h.r.New()) {
+			probeFields[k] = ""
+		}
+	}
+	for _, req := range field.Requirements() {
+		if _, ok := probeFields[req.Field]; !ok {
+			return opts, k8sstorage.SelectionPredicate{}, apierrors.NewBadRequest(fmt.Sprintf("field label not supported: %s", req.Field))
+		}
+	}
+	pred := k8sstorage.SelectionPredicate{
+		Label: label, Field: field, GetAttrs: h.r.attrs,
+		Limit: opts.Limit, Continue: opts.Continue, AllowWatchBookmarks: opts.AllowWatchBookmarks,
+	}
+	if h.r.GroupResource().Resource == "pods" {
+		pred.IndexFields = []string{"spec.nodeName"}
+	}
+	return opts, pred, nil
+}
+
+func (h *handler) list(watching bool) error {
+	opts, pred, err := h.listOptions()
+	if err != nil {
+		return h.fail(err)
+	}
+	if watching || opts.Watch {
+		return h.watch(opts, pred)
+	}
+	list := h.r.NewList()
+	if err := h.st.GetList(h.ctx, h.r.listKey(h.info.Namespace), k8sstorage.ListOptions{
+		ResourceVersion: opts.ResourceVersion, ResourceVersionMatch: opts.ResourceVersionMatch,
+		Predicate: pred, Recursive: true,
+	}, list); err != nil {
+		return h.fail(storeerr.InterpretListError(err, h.r.GroupResource()))
+	}
+	return h.respond(http.StatusOK, list)
+}
+
+// decodeBody reads and decodes a request body into a new object of the
+// resource, checking its kind.
+func (h *handler) decodeBody() (runtime.Object, error) {
+	req := h.c.Request()
+	body, err := io.ReadAll(io.LimitReader(req.Body, maxBodyBytes+1))
+	if err != nil {
+		return nil, apierrors.NewBadRequest("reading the request body: " + err.Error())
+	}
+	if len(body) > maxBodyBytes {
+		return nil, apierrors.NewRequestEntityTooLargeError(fmt.Sprintf("limit is %d bytes", maxBodyBytes))
+	}
+	mediaType := req.Header.Get(echo.HeaderContentType)
+	if mediaType == "" {
+		mediaType = runtime.ContentTypeJSON
+	}
+	info, ok := runtime.SerializerInfoForMediaType(Codecs.SupportedMediaTypes(), strings.TrimSpace(strings.Split(mediaType, ";")[0]))
+	if !ok {
+		return nil, &apierrors.StatusError{ErrStatus: metav1.Status{
+			Status: metav1.StatusFailure, Code: http.StatusUnsupportedMediaType, Reason: metav1.StatusReasonUnsupportedMediaType,
+			Message: fmt.Sprintf("the body of the request was in an unknown format - accepted media types include: %s", strings.Join(supportedMediaTypes(), ", ")),
+		}}
+	}
+	obj := h.r.New()
+	decoder := Codecs.DecoderToVersion(info.Serializer, h.r.GroupVersion())
+	out, gvk, err := decoder.Decode(body, &h.r.GVK, obj)
+	if err != nil {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("the body of the request could not be decoded: %v", err))
+	}
+	if *gvk != h.r.GVK {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("the API version in the data (%s) does not match the expected API version (%s) or kind %s", gvk.GroupVersion(), h.r.GroupVersion(), h.r.GVK.Kind))
+	}
+	return out, nil
+}
+
+func (h *handler) create() error {
+	obj, err := h.decodeBody()
+	if err != nil {
+		return h.fail(err)
+	}
+	m, _ := meta.Accessor(obj)
+	if h.r.Namespaced {
+		if m.GetNamespace() != "" && m.GetNamespace() != h.info.Namespace {
+			return h.fail(apierrors.NewBadRequest("the namespace of the provided object does not match the namespace sent on the request"))
+		}
+		m.SetNamespace(h.info.Namespace)
+	} else {
+		m.SetNamespace("")
+	}
+	if m.GetName() == "" && m.GetGenerateName() != "" {
+		m.SetName(m.GetGenerateName() + utilrand.String(5))
+	}
+	if errs := validateObjectMeta(m, h.r); len(errs) > 0 {
+		return h.fail(apierrors.NewInvalid(h.r.GVK.GroupKind(), m.GetName(), errs))
+	}
+	m.SetUID(types.UID(uuid.NewString()))
+	m.SetCreationTimestamp(metav1.NewTime(time.Now().Truncate(time.Second)))
+	m.SetResourceVersion("")
+	m.SetGeneration(0)
+	if hasSpec(obj) {
+		m.SetGeneration(1)
+	}
+	m.SetDeletionTimestamp(nil)
+	m.SetDeletionGracePeriodSeconds(nil)
+	if h.r.PrepareForCreate != nil {
+		h.r.PrepareForCreate(obj)
+	}
+	out := h.r.New()
+	if err := h.st.Create(h.ctx, h.r.key(m.GetNamespace(), m.GetName()), obj, out, 0); err != nil {
+		return h.fail(storeerr.InterpretCreateError(err, h.r.GroupResource(), m.GetName()))
+	}
+	return h.respond(http.StatusCreated, out)
+}
+
+func (h *handler) update() error {
+	obj, err := h.decodeBody()
+	if err != nil {
+		return h.fail(err)
+	}
+	m, _ := meta.Accessor(obj)
+	if m.GetName() != h.info.Name {
+		return h.fail(apierrors.NewBadRequest(fmt.Sprintf("the name of the object (%s) does not match the name on the URL (%s)", m.GetName(), h.info.Name)))
+	}
+	if h.r.Namespaced {
+		if m.GetNamespace() != "" && m.GetNamespace() != h.info.Namespace {
+			return h.fail(apierrors.NewBadRequest("the namespace of the provided object does not match the namespace sent on the request"))
+		}
+		m.SetNamespace(h.info.Namespace)
+	}
+	out := h.r.New()
+	err = h.st.GuaranteedUpdate(h.ctx, h.key(), out, false, nil, func(existing runtime.Object, _ k8sstorage.ResponseMeta) (runtime.Object, *uint64, error) {
+		return h.prepareUpdate(existing, obj.DeepCopyObject())
+	}, nil)
+	if err != nil {
+		return h.fail(storeerr.InterpretUpdateError(err, h.r.GroupResource(), h.info.Name))
+	}
+	return h.respond(http.StatusOK, out)
+}
+
+// prepareUpdate makes the object to store from the existing one and the
+// update: a stale resourceVersion is a conflict, system fields are kept,
+// the main resource keeps the stored status and the status subresource
+// changes only the status; generation moves when anything else changes.
+func (h *handler) prepareUpdate(existing, updated runtime.Object) (runtime.Object, *uint64, error) {
+	oldMeta, _ := meta.Accessor(existing)
+	newMeta, _ := meta.Accessor(updated)
+	if rv := newMeta.GetResourceVersion(); rv != "" && rv != oldMeta.GetResourceVersion() {
+		return nil, nil, apierrors.NewConflict(h.r.GroupResource(), h.info.Name,
+			fmt.Errorf("the object has been modified; please apply your changes to the latest version and try again"))
+	}
+	if h.info.Subresource == "status" {
+		merged := existing.DeepCopyObject()
+		if err := copyField(updated, merged, "Status"); err != nil {
+			return nil, nil, err
+		}
+		return merged, nil, nil
+	}
+	if h.r.Status {
+		if err := copyField(existing, updated, "Status"); err != nil {
+			return nil, nil, err
+		}
+	}
+	newMeta.SetUID(oldMeta.GetUID())
+	newMeta.SetCreationTimestamp(oldMeta.GetCreationTimestamp())
+	newMeta.SetDeletionTimestamp(oldMeta.GetDeletionTimestamp())
+	newMeta.SetDeletionGracePeriodSeconds(oldMeta.GetDeletionGracePeriodSeconds())
+	newMeta.SetGeneration(oldMeta.GetGeneration())
+	if specChanged(existing, updated) {
+		newMeta.SetGeneration(oldMeta.GetGeneration() + 1)
+	}
+	if errs := validateObjectMeta(newMeta, h.r); len(errs) > 0 {
+		return nil, nil, apierrors.NewInvalid(h.r.GVK.GroupKind(), newMeta.GetName(), errs)
+	}
+	return updated, nil, nil
+}
+
+func (h *handler) delete() error {
+	opts := metav1.DeleteOptions{}
+	if err := h.decodeDeleteOptions(&opts); err != nil {
+		return h.fail(err)
+	}
+	var pre *k8sstorage.Preconditions
+	if opts.Preconditions != nil {
+		pre = &k8sstorage.Preconditions{UID: opts.Preconditions.UID, ResourceVersion: opts.Preconditions.ResourceVersion}
+	}
+	out := h.r.New()
+	if err := h.st.Delete(h.ctx, h.key(), out, pre, k8sstorage.ValidateAllObjectFunc, nil, k8sstorage.DeleteOptions{}); err != nil {
+		return h.fail(storeerr.InterpretDeleteError(err, h.r.GroupResource(), h.info.Name))
+	}
+	return h.respond(http.StatusOK, out)
+}
+
+// decodeDeleteOptions reads DeleteOptions from the body (if any) and the
+// query.
+func (h *handler) decodeDeleteOptions(opts *metav1.DeleteOptions) error {
+	req := h.c.Request()
+	body, err := io.ReadAll(io.LimitReader(req.Body, maxBodyBytes+1))
+	if err != nil {
+		return apierrors.NewBadRequest(err.Error())
+	}
+	if len(body) > maxBodyBytes {
+		return apierrors.NewRequestEntityTooLargeError(fmt.Sprintf("limit is %d bytes", maxBodyBytes))
+	}
+	if len(strings.TrimSpace(string(body))) > 0 {
+		if _, _, err := Codecs.UniversalDecoder(metav1.SchemeGroupVersion).Decode(body, nil, opts); err != nil {
+			// Older clients send DeleteOptions without a kind.
+			if err := runtime.DecodeInto(Codecs.UniversalDecoder(), body, opts); err != nil {
+				return apierrors.NewBadRequest("invalid DeleteOptions: " + err.Error())
+			}
+		}
+	}
+	if err := parameterCodec.DecodeParameters(req.URL.Query(), metaGV, opts); err != nil {
+		return apierrors.NewBadRequest(err.Error())
+	}
+	return nil
+}
+
+func (h *handler) deleteCollection() error {
+	_, pred, err := h.listOptions()
+	if err != nil {
+		return h.fail(err)
+	}
+	list := h.r.NewList()
+	if err := h.st.GetList(h.ctx, h.r.listKey(h.info.Namespace), k8sstorage.ListOptions{Predicate: pred, Recursive: true}, list); err != nil {
+		return h.fail(storeerr.InterpretListError(err, h.r.GroupResource()))
+	}
+	items, err := meta.ExtractList(list)
+	if err != nil {
+		return h.fail(err)
+	}
+	deleted := make([]runtime.Object, 0, len(items))
+	for _, item := range items {
+		m, _ := meta.Accessor(item)
+		out := h.r.New()
+		err := h.st.Delete(h.ctx, h.r.key(m.GetNamespace(), m.GetName()), out, nil, k8sstorage.ValidateAllObjectFunc, nil, k8sstorage.DeleteOptions{})
+		if err != nil && !k8sstorage.IsNotFound(err) {
+			return h.fail(storeerr.InterpretDeleteError(err, h.r.GroupResource(), m.GetName()))
+		}
+		if err == nil {
+			deleted = append(deleted, out)
+		}
+	}
+	if err := meta.SetList(list, deleted); err != nil {
+		return h.fail(err)
+	}
+	return h.respond(http.StatusOK, list)
+}
+
+// supportedMediaTypes lists the encodings request bodies may use.
+func supportedMediaTypes() []string {
+	var out []string
+	for _, info := range Codecs.SupportedMediaTypes() {
+		out = append(out, info.MediaType)
+	}
+	return out
+}

@@ -1,0 +1,120 @@
+package apiserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+	"github.com/rs/zerolog"
+	"go.etcd.io/etcd/client/v3/kubernetes"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apiserver/pkg/server/storage"
+	k8sstorage "k8s.io/apiserver/pkg/storage"
+
+	sqlstorage "github.com/sqlkube/sqlkube/storage"
+)
+
+// Config is what an API server needs.
+type Config struct {
+	// Client reaches the etcd API (storage.Local or storage.Remote).
+	Client *kubernetes.Client
+	Logger zerolog.Logger
+	// Version is reported at /version (default: the k8s.io/api version).
+	Version string
+}
+
+// Server serves the Kubernetes API.
+type Server struct {
+	cfg       Config
+	echo      *echo.Echo
+	registry  *Registry
+	storages  map[*Resource]k8sstorage.Interface
+	stops     []func()
+	compactor sqlstorage.StoppableCompactor
+}
+
+// New builds the server and its storage (a watch cache per resource).
+// Close it when done.
+func New(cfg Config) (*Server, error) {
+	if cfg.Client == nil {
+		return nil, errors.New("apiserver: a storage client is required")
+	}
+	if cfg.Version == "" {
+		cfg.Version = "v1.34.2"
+	}
+	s := &Server{cfg: cfg, registry: NewRegistry(coreResources()...), storages: map[*Resource]k8sstorage.Interface{}}
+	s.compactor = sqlstorage.NewCompactor(cfg.Client, 0)
+	s.stops = append(s.stops, s.compactor.Stop)
+	for _, r := range s.registry.Resources() {
+		st, err := s.newStorage(r)
+		if err != nil {
+			s.Close()
+			return nil, err
+		}
+		s.storages[r] = st
+	}
+	s.echo = s.routes()
+	return s, nil
+}
+
+// newStorage builds a resource's store (protobuf under /registry, as
+// kube-apiserver stores built-in types) and its watch cache.
+func (s *Server) newStorage(r *Resource) (k8sstorage.Interface, error) {
+	codec, _, err := storage.NewStorageCodec(storage.StorageCodecConfig{
+		StorageMediaType: runtime.ContentTypeProtobuf, StorageSerializer: Codecs,
+		StorageVersion: r.GroupVersion(), MemoryVersion: r.GroupVersion(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("apiserver: storage codec for %s: %w", r.GroupResource(), err)
+	}
+	opts := sqlstorage.Options{
+		Codec: codec, NewFunc: r.New, NewListFunc: r.NewList,
+		ResourcePrefix: r.StoragePrefix, GroupResource: r.GroupResource(), Compactor: s.compactor,
+	}
+	store, err := sqlstorage.NewStore(s.cfg.Client, opts)
+	if err != nil {
+		return nil, err
+	}
+	if c, ok := store.(interface{ Close() }); ok {
+		s.stops = append(s.stops, c.Close)
+	}
+	cached, err := sqlstorage.NewCached(sqlstorage.CacherOptions{
+		Store: store, Options: opts, GetAttrs: r.attrs, KeyFunc: r.objectKey,
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.stops = append(s.stops, cached.Stop)
+	return cached, nil
+}
+
+// Handler returns the HTTP handler of the API.
+func (s *Server) Handler() http.Handler { return s.echo }
+
+// Close stops the watch caches and stores (open watches end).
+func (s *Server) Close() {
+	for i := len(s.stops) - 1; i >= 0; i-- {
+		s.stops[i]()
+	}
+	s.stops = nil
+}
+
+func (s *Server) routes() *echo.Echo {
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	e.HTTPErrorHandler = s.httpError
+	for _, p := range []string{"/healthz", "/livez", "/readyz"} {
+		e.GET(p, func(c echo.Context) error { return c.String(http.StatusOK, "ok") })
+	}
+	e.GET("/version", s.version)
+	e.GET("/api", s.apiVersions)
+	e.GET("/apis", s.apiGroups)
+	e.Any("/api/*", s.serveResource)
+	e.Any("/apis/*", s.serveResource)
+	return e
+}
+
+// ctxDone reports whether the request was abandoned.
+func ctxDone(ctx context.Context) bool { return ctx.Err() != nil }

@@ -1,0 +1,57 @@
+package apiserver
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// writeStatus answers with err as a metav1.Status of its code (500 for an
+// error that is not an API status).
+func writeStatus(c echo.Context, err error) error {
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) {
+		status = apierrors.NewInternalError(err)
+	}
+	s := status.Status()
+	s.Kind, s.APIVersion = "Status", "v1"
+	if s.Code == 0 {
+		s.Code = http.StatusInternalServerError
+	}
+	return writeObject(c, int(s.Code), &s, schema.GroupVersion{Version: "v1"})
+}
+
+// httpError renders echo's own errors (no route, bad method) as Statuses.
+func (s *Server) httpError(err error, c echo.Context) {
+	if c.Response().Committed {
+		return
+	}
+	var he *echo.HTTPError
+	if errors.As(err, &he) {
+		st := &apierrors.StatusError{ErrStatus: metav1.Status{
+			Status: metav1.StatusFailure, Code: int32(he.Code), Reason: reasonForCode(he.Code),
+			Message: http.StatusText(he.Code),
+		}}
+		_ = writeStatus(c, st)
+		return
+	}
+	_ = writeStatus(c, err)
+}
+
+func reasonForCode(code int) metav1.StatusReason {
+	switch code {
+	case http.StatusNotFound:
+		return metav1.StatusReasonNotFound
+	case http.StatusMethodNotAllowed:
+		return metav1.StatusReasonMethodNotAllowed
+	case http.StatusRequestEntityTooLarge:
+		return metav1.StatusReasonRequestEntityTooLarge
+	case http.StatusBadRequest:
+		return metav1.StatusReasonBadRequest
+	}
+	return metav1.StatusReasonUnknown
+}
