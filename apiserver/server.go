@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync"
 
 	"github.com/labstack/echo/v4"
 	"github.com/rs/zerolog"
@@ -23,15 +24,22 @@ type Config struct {
 	Logger zerolog.Logger
 	// Version is reported at /version (default: the k8s.io/api version).
 	Version string
+	// Authenticate requires a verified client certificate for everything
+	// but /healthz, /livez, /readyz and /version (401 otherwise).
+	Authenticate bool
 }
 
 // Server serves the Kubernetes API.
 type Server struct {
-	cfg       Config
-	echo      *echo.Echo
-	registry  *Registry
-	storages  map[*Resource]k8sstorage.Interface
-	stops     []func()
+	cfg      Config
+	echo     *echo.Echo
+	registry *Registry
+	storages map[*Resource]k8sstorage.Interface
+	stops    []func()
+	ready    []func() bool
+	// stopping is closed when the server shuts down: watches end.
+	stopping  chan struct{}
+	stopOnce  sync.Once
 	compactor sqlstorage.StoppableCompactor
 }
 
@@ -44,7 +52,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Version == "" {
 		cfg.Version = "v1.34.2"
 	}
-	s := &Server{cfg: cfg, registry: NewRegistry(coreResources()...), storages: map[*Resource]k8sstorage.Interface{}}
+	s := &Server{cfg: cfg, registry: NewRegistry(coreResources()...), storages: map[*Resource]k8sstorage.Interface{}, stopping: make(chan struct{})}
 	s.compactor = sqlstorage.NewCompactor(cfg.Client, 0)
 	s.stops = append(s.stops, s.compactor.Stop)
 	for _, r := range s.registry.Resources() {
@@ -87,14 +95,21 @@ func (s *Server) newStorage(r *Resource) (k8sstorage.Interface, error) {
 		return nil, err
 	}
 	s.stops = append(s.stops, cached.Stop)
+	s.ready = append(s.ready, cached.Ready)
 	return cached, nil
 }
 
 // Handler returns the HTTP handler of the API.
 func (s *Server) Handler() http.Handler { return s.echo }
 
+// StopWatches ends every open watch (clients watch again elsewhere or
+// after a restart); call it before shutting the HTTP server down, which
+// waits for requests to finish.
+func (s *Server) StopWatches() { s.stopOnce.Do(func() { close(s.stopping) }) }
+
 // Close stops the watch caches and stores (open watches end).
 func (s *Server) Close() {
+	s.StopWatches()
 	for i := len(s.stops) - 1; i >= 0; i-- {
 		s.stops[i]()
 	}
@@ -105,9 +120,11 @@ func (s *Server) routes() *echo.Echo {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.httpError
-	for _, p := range []string{"/healthz", "/livez", "/readyz"} {
+	e.Use(s.authenticate)
+	for _, p := range []string{"/healthz", "/livez"} {
 		e.GET(p, func(c echo.Context) error { return c.String(http.StatusOK, "ok") })
 	}
+	e.GET("/readyz", s.readyz)
 	e.GET("/version", s.version)
 	e.GET("/api", s.apiVersions)
 	e.GET("/apis", s.apiGroups)

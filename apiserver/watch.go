@@ -72,6 +72,8 @@ func (h *handler) watch(opts metav1.ListOptions, pred k8sstorage.SelectionPredic
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-h.s.stopping:
+			return nil
 		case ev, ok := <-w.ResultChan():
 			if !ok {
 				return nil

@@ -1,0 +1,33 @@
+package apiserver
+
+import (
+	"context"
+	"time"
+
+	"github.com/google/uuid"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	k8sstorage "k8s.io/apiserver/pkg/storage"
+)
+
+// systemNamespaces exist on every cluster.
+var systemNamespaces = []string{metav1.NamespaceDefault, metav1.NamespaceSystem, metav1.NamespacePublic, corev1.NamespaceNodeLease}
+
+// Bootstrap creates what a fresh cluster has: the system namespaces. It is
+// idempotent.
+func (s *Server) Bootstrap(ctx context.Context) error {
+	r, _ := s.registry.Lookup(schema.GroupVersionResource{Version: "v1", Resource: "namespaces"})
+	st := s.storages[r]
+	for _, name := range systemNamespaces {
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+			Name: name, UID: types.UID(uuid.NewString()), CreationTimestamp: metav1.NewTime(time.Now().Truncate(time.Second)),
+		}}
+		r.PrepareForCreate(ns)
+		if err := st.Create(ctx, r.key("", name), ns, &corev1.Namespace{}, 0); err != nil && !k8sstorage.IsExist(err) {
+			return err
+		}
+	}
+	return nil
+}

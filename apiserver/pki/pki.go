@@ -1,0 +1,246 @@
+// Package pki creates and keeps the certificates of a single-node cluster:
+// a cluster CA and the API server's serving certificate, a client CA and an
+// admin client certificate (group system:masters), and the service-account
+// signing key. Keys are written 0600; a restart reuses what exists.
+package pki
+
+import (
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"k8s.io/client-go/util/cert"
+	"k8s.io/client-go/util/keyutil"
+)
+
+// leafValidity is how long issued certificates last (the CAs made by
+// client-go's NewSelfSignedCACert last ten years).
+const leafValidity = 365 * 24 * time.Hour
+
+// Options shape the serving certificate.
+type Options struct {
+	// Hosts are extra names and IPs of the serving certificate (besides
+	// 127.0.0.1, localhost and the host name).
+	Hosts []string
+}
+
+// Files are the paths of a cluster's PKI under DIR/tls.
+type Files struct {
+	Dir                               string
+	CACert, CAKey                     string
+	ServingCert, ServingKey           string
+	ClientCACert, ClientCAKey         string
+	AdminCert, AdminKey               string
+	ServiceAccountKey, ServiceAccount string
+}
+
+// FilesIn names the files under dir.
+func FilesIn(dir string) Files {
+	p := func(name string) string { return filepath.Join(dir, name) }
+	return Files{
+		Dir:    dir,
+		CACert: p("ca.crt"), CAKey: p("ca.key"),
+		ServingCert: p("apiserver.crt"), ServingKey: p("apiserver.key"),
+		ClientCACert: p("client-ca.crt"), ClientCAKey: p("client-ca.key"),
+		AdminCert: p("admin.crt"), AdminKey: p("admin.key"),
+		ServiceAccountKey: p("sa.key"), ServiceAccount: p("sa.pub"),
+	}
+}
+
+// Ensure creates whatever of the cluster's PKI is missing under dir and
+// returns its files.
+func Ensure(dir string, o Options) (Files, error) {
+	f := FilesIn(dir)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return f, err
+	}
+	ca, caKey, err := ensureCA(f.CACert, f.CAKey, "sqlkube-ca")
+	if err != nil {
+		return f, err
+	}
+	hosts := append([]string{"127.0.0.1", "localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"}, o.Hosts...)
+	if h, err := os.Hostname(); err == nil && h != "" {
+		hosts = append(hosts, h)
+	}
+	if err := ensureLeaf(f.ServingCert, f.ServingKey, ca, caKey, pkix.Name{CommonName: "kube-apiserver"}, hosts, x509.ExtKeyUsageServerAuth); err != nil {
+		return f, err
+	}
+	clientCA, clientCAKey, err := ensureCA(f.ClientCACert, f.ClientCAKey, "sqlkube-client-ca")
+	if err != nil {
+		return f, err
+	}
+	admin := pkix.Name{CommonName: "kubernetes-admin", Organization: []string{"system:masters"}}
+	if err := ensureLeaf(f.AdminCert, f.AdminKey, clientCA, clientCAKey, admin, nil, x509.ExtKeyUsageClientAuth); err != nil {
+		return f, err
+	}
+	if err := ensureServiceAccountKey(f.ServiceAccountKey, f.ServiceAccount); err != nil {
+		return f, err
+	}
+	return f, nil
+}
+
+func exists(paths ...string) (bool, error) {
+	n := 0
+	for _, p := range paths {
+		_, err := os.Stat(p)
+		switch {
+		case err == nil:
+			n++
+		case !errors.Is(err, os.ErrNotExist):
+			return false, err
+		}
+	}
+	if n != 0 && n != len(paths) {
+		return false, fmt.Errorf("pki: only some of %v exist; remove them or supply the rest", paths)
+	}
+	return n == len(paths), nil
+}
+
+func newKey() (*ecdsa.PrivateKey, error) { return ecdsa.GenerateKey(elliptic.P256(), rand.Reader) }
+
+func ensureCA(certPath, keyPath, name string) (*x509.Certificate, crypto.Signer, error) {
+	ok, err := exists(certPath, keyPath)
+	if err != nil {
+		return nil, nil, err
+	}
+	if ok {
+		return load(certPath, keyPath)
+	}
+	key, err := newKey()
+	if err != nil {
+		return nil, nil, err
+	}
+	ca, err := cert.NewSelfSignedCACert(cert.Config{CommonName: name}, key)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := write(certPath, keyPath, ca.Raw, key); err != nil {
+		return nil, nil, err
+	}
+	return ca, key, nil
+}
+
+func load(certPath, keyPath string) (*x509.Certificate, crypto.Signer, error) {
+	certs, err := cert.CertsFromFile(certPath)
+	if err != nil {
+		return nil, nil, err
+	}
+	key, err := keyutil.PrivateKeyFromFile(keyPath)
+	if err != nil {
+		return nil, nil, err
+	}
+	signer, ok := key.(crypto.Signer)
+	if !ok {
+		return nil, nil, fmt.Errorf("pki: %s is not a signing key", keyPath)
+	}
+	return certs[0], signer, nil
+}
+
+// ensureLeaf creates a certificate signed by ca unless one exists that is
+// still valid for a month and covers hosts.
+func ensureLeaf(certPath, keyPath string, ca *x509.Certificate, caKey crypto.Signer, subject pkix.Name, hosts []string, usage x509.ExtKeyUsage) error {
+	ok, err := exists(certPath, keyPath)
+	if err != nil {
+		return err
+	}
+	if ok {
+		c, _, err := load(certPath, keyPath)
+		if err == nil && time.Until(c.NotAfter) > 30*24*time.Hour && covers(c, hosts) && c.CheckSignatureFrom(ca) == nil {
+			return nil
+		}
+	}
+	return issueLeaf(certPath, keyPath, ca, caKey, subject, hosts, usage)
+}
+
+func covers(c *x509.Certificate, hosts []string) bool {
+	for _, h := range hosts {
+		if ip := net.ParseIP(h); ip != nil {
+			if !slices.ContainsFunc(c.IPAddresses, ip.Equal) {
+				return false
+			}
+		} else if !slices.Contains(c.DNSNames, h) {
+			return false
+		}
+	}
+	return true
+}
+
+func issueLeaf(certPath, keyPath string, ca *x509.Certificate, caKey crypto.Signer, subject pkix.Name, hosts []string, usage x509.ExtKeyUsage) error {
+	key, err := newKey()
+	if err != nil {
+		return err
+	}
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	tmpl := &x509.Certificate{
+		SerialNumber: serial, Subject: subject,
+		NotBefore: now.Add(-time.Minute), NotAfter: now.Add(leafValidity),
+		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
+		ExtKeyUsage: []x509.ExtKeyUsage{usage},
+	}
+	for _, h := range hosts {
+		if ip := net.ParseIP(h); ip != nil {
+			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
+		} else {
+			tmpl.DNSNames = append(tmpl.DNSNames, h)
+		}
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, key.Public(), caKey)
+	if err != nil {
+		return err
+	}
+	return write(certPath, keyPath, der, key)
+}
+
+func write(certPath, keyPath string, der []byte, key crypto.Signer) error {
+	keyPEM, err := keyutil.MarshalPrivateKeyToPEM(key)
+	if err != nil {
+		return err
+	}
+	if err := keyutil.WriteKey(keyPath, keyPEM); err != nil { // 0600
+		return err
+	}
+	certPEM, err := cert.EncodeCertificates(&x509.Certificate{Raw: der})
+	if err != nil {
+		return err
+	}
+	return cert.WriteCert(certPath, certPEM)
+}
+
+func ensureServiceAccountKey(keyPath, pubPath string) error {
+	ok, err := exists(keyPath, pubPath)
+	if err != nil || ok {
+		return err
+	}
+	key, err := newKey()
+	if err != nil {
+		return err
+	}
+	keyPEM, err := keyutil.MarshalPrivateKeyToPEM(key)
+	if err != nil {
+		return err
+	}
+	if err := keyutil.WriteKey(keyPath, keyPEM); err != nil {
+		return err
+	}
+	der, err := x509.MarshalPKIXPublicKey(key.Public())
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(pubPath, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}), 0o644)
+}
