@@ -13,7 +13,7 @@ build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/sqlkube ./cmd/sqlkube
 
 run: build
-	./bin/sqlkube etcd
+	./bin/sqlkube server
 
 # test-deps installs the real clients the end-to-end tests drive (etcdctl
 # from Debian's etcd-client) when they are missing and we may install.

@@ -69,6 +69,8 @@ func (s *Server) serveResource(c echo.Context) error {
 		return h.create()
 	case "update":
 		return h.update()
+	case "patch":
+		return h.patch()
 	case "delete":
 		return h.delete()
 	case "deletecollection":

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apiserver/pkg/server/storage"
 	k8sstorage "k8s.io/apiserver/pkg/storage"
 
+	"github.com/sqlkube/sqlkube/apiserver/openapi"
 	sqlstorage "github.com/sqlkube/sqlkube/storage"
 )
 
@@ -41,6 +42,7 @@ type Server struct {
 	stopping  chan struct{}
 	stopOnce  sync.Once
 	compactor sqlstorage.StoppableCompactor
+	openapi   *openapi.Builder
 }
 
 // New builds the server and its storage (a watch cache per resource).
@@ -52,7 +54,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Version == "" {
 		cfg.Version = "v1.34.2"
 	}
-	s := &Server{cfg: cfg, registry: NewRegistry(coreResources()...), storages: map[*Resource]k8sstorage.Interface{}, stopping: make(chan struct{})}
+	s := &Server{cfg: cfg, registry: NewRegistry(append(coreResources(), groupResources()...)...), storages: map[*Resource]k8sstorage.Interface{}, stopping: make(chan struct{})}
 	s.compactor = sqlstorage.NewCompactor(cfg.Client, 0)
 	s.stops = append(s.stops, s.compactor.Stop)
 	for _, r := range s.registry.Resources() {
@@ -62,6 +64,11 @@ func New(cfg Config) (*Server, error) {
 			return nil, err
 		}
 		s.storages[r] = st
+	}
+	var err error
+	if s.openapi, err = s.newOpenAPI(); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("apiserver: openapi: %w", err)
 	}
 	s.echo = s.routes()
 	return s, nil
@@ -126,6 +133,9 @@ func (s *Server) routes() *echo.Echo {
 	}
 	e.GET("/readyz", s.readyz)
 	e.GET("/version", s.version)
+	e.GET("/openapi/v2", s.openAPIV2)
+	e.GET("/openapi/v3", s.openAPIV3Index)
+	e.GET("/openapi/v3/*", s.openAPIV3Doc)
 	e.GET("/api", s.apiVersions)
 	e.GET("/apis", s.apiGroups)
 	e.Any("/api/*", s.serveResource)

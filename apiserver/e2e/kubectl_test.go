@@ -1,0 +1,130 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestKubectl runs the commands that work today with each kubectl against
+// one `sqlkube server`, each kubectl in a namespace of its own.
+func TestKubectl(t *testing.T) {
+	bins := kubectls(t)
+	s := startServer(t, t.TempDir())
+	for name, bin := range bins {
+		t.Run(name, func(t *testing.T) {
+			ns := "e2e-" + strings.ReplaceAll(name, ".", "-")
+			if out := s.mustKubectl(t, bin, "get", "ns"); !strings.Contains(out, "kube-system") || !strings.Contains(out, "Active") {
+				t.Fatalf("get ns:\n%s", out)
+			}
+			s.mustKubectl(t, bin, "create", "namespace", ns)
+			s.mustKubectl(t, bin, "-n", ns, "create", "configmap", "cfg", "--from-literal=color=blue")
+			if out := s.mustKubectl(t, bin, "-n", ns, "get", "cm", "cfg", "-o", "jsonpath={.data.color}"); out != "blue" {
+				t.Fatalf("jsonpath: got %q", out)
+			}
+			if out := s.mustKubectl(t, bin, "-n", ns, "get", "configmaps", "-o", "custom-columns=NAME:.metadata.name,COLOR:.data.color"); !strings.Contains(out, "cfg    blue") {
+				t.Fatalf("custom-columns:\n%s", out)
+			}
+			if out := s.mustKubectl(t, bin, "-n", ns, "get", "cm", "cfg", "-o", "yaml"); !strings.Contains(out, "color: blue") || !strings.Contains(out, "uid:") {
+				t.Fatalf("-o yaml:\n%s", out)
+			}
+			if out := s.mustKubectl(t, bin, "-n", ns, "get", "cm"); !strings.Contains(out, "NAME") || !strings.Contains(out, "DATA") {
+				t.Fatalf("table:\n%s", out)
+			}
+			if out := s.mustKubectl(t, bin, "api-resources"); !strings.Contains(out, "configmaps") || !strings.Contains(out, "cm ") {
+				t.Fatalf("api-resources:\n%s", out)
+			}
+
+			// get -w sees a change made while it watches.
+			ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
+			defer cancel()
+			w := exec.CommandContext(ctx, bin, "-n", ns, "get", "cm", "-w", "--output-watch-events", "-o", "name")
+			w.Env = append(os.Environ(), "KUBECONFIG="+s.kubeconfig, "HOME="+t.TempDir())
+			out, err := w.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := w.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = w.Process.Kill(); _ = w.Wait() }()
+			lines := bufio.NewScanner(out)
+			if !lines.Scan() || !strings.Contains(lines.Text(), "configmap/cfg") {
+				t.Fatalf("watch did not list cfg first: %q", lines.Text())
+			}
+			s.mustKubectl(t, bin, "-n", ns, "create", "configmap", "late")
+			if !lines.Scan() || !strings.Contains(lines.Text(), "configmap/late") {
+				t.Fatalf("watch did not see the new configmap: %q", lines.Text())
+			}
+
+			s.mustKubectl(t, bin, "-n", ns, "delete", "configmap", "cfg", "late")
+			if _, err := s.kubectl(t, bin, "-n", ns, "get", "cm", "cfg"); err == nil || !strings.Contains(err.Error(), "NotFound") {
+				t.Fatalf("get after delete: %v", err)
+			}
+		})
+	}
+}
+
+// TestKubectl_WrongCA: the admin kubeconfig works over verified TLS; the
+// same kubeconfig with another CA fails, and no credentials get 401.
+func TestKubectl_WrongCA(t *testing.T) {
+	bins := kubectls(t)
+	s := startServer(t, t.TempDir())
+	kc, err := os.ReadFile(s.kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(kc), "insecure-skip-tls-verify") {
+		t.Fatal("the admin kubeconfig skips TLS verification")
+	}
+	// Another server's CA.
+	other := startServer(t, t.TempDir())
+	otherKC, err := os.ReadFile(other.kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrong := replaceField(string(kc), "certificate-authority-data", fieldValue(string(otherKC), "certificate-authority-data"))
+	path := filepath.Join(t.TempDir(), "wrong-ca")
+	if err := os.WriteFile(path, []byte(wrong), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	bad := &server{kubeconfig: path}
+	if _, err := bad.kubectl(t, bins["kubectl"], "get", "ns"); err == nil || !strings.Contains(err.Error(), "certificate") {
+		t.Fatalf("kubectl with the wrong CA: got %v, want a certificate error", err)
+	}
+	// No client certificate (a token the server does not know): 401.
+	anon := "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: " + s.url +
+		"\n    certificate-authority-data: " + fieldValue(string(kc), "certificate-authority-data") +
+		"\ncontexts:\n- name: c\n  context:\n    cluster: c\n    user: anon\nusers:\n- name: anon\n  user:\n    token: not-a-valid-token\ncurrent-context: c\n"
+	path = filepath.Join(t.TempDir(), "anon")
+	if err := os.WriteFile(path, []byte(anon), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	noCreds := &server{kubeconfig: path}
+	if _, err := noCreds.kubectl(t, bins["kubectl"], "get", "ns"); err == nil || !strings.Contains(err.Error(), "must be logged in") {
+		t.Fatalf("kubectl without credentials: got %v, want Unauthorized", err)
+	}
+}
+
+func fieldValue(yaml, key string) string {
+	for _, l := range strings.Split(yaml, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(l), key+": "); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+func replaceField(yaml, key, value string) string {
+	lines := strings.Split(yaml, "\n")
+	for i, l := range lines {
+		if t := strings.TrimSpace(l); strings.HasPrefix(t, key+": ") {
+			lines[i] = l[:len(l)-len(t)] + key + ": " + value
+		}
+	}
+	return strings.Join(lines, "\n")
+}

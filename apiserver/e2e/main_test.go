@@ -1,0 +1,176 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+const (
+	startTimeout   = 60 * time.Second
+	stopTimeout    = 30 * time.Second
+	commandTimeout = 60 * time.Second
+)
+
+var sqlkubeBin string
+
+func TestMain(m *testing.M) { os.Exit(runTests(m)) }
+
+func runTests(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "sqlkube-apiserver-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	root := filepath.Join("..", "..")
+	if out, err := exec.Command("go", "env", "GOMOD").Output(); err == nil && strings.TrimSpace(string(out)) != "" {
+		root = filepath.Dir(strings.TrimSpace(string(out)))
+	}
+	sqlkubeBin = filepath.Join(dir, "sqlkube")
+	build := exec.Command("go", "build", "-o", sqlkubeBin, "./cmd/sqlkube")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: go build ./cmd/sqlkube: %v\n%s", err, out)
+		return 1
+	}
+	return m.Run()
+}
+
+// kubectls returns the kubectl binaries to test: the machine's kubectl and
+// the versioned ones shipped beside it. Without kubectl the test is
+// skipped, or fails under CI=true.
+func kubectls(t *testing.T) map[string]string {
+	t.Helper()
+	p, err := exec.LookPath("kubectl")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("kubectl not found (%v); CI must provide it", err)
+		}
+		t.Skipf("skipping kubectl end-to-end tests: kubectl not found (%v)", err)
+	}
+	out := map[string]string{"kubectl": p}
+	if real, err := filepath.EvalSymlinks(p); err == nil {
+		for _, v := range []string{"1.27", "1.33"} {
+			if vp := filepath.Join(filepath.Dir(real), "kubectl."+v); isExecutable(vp) {
+				out["kubectl-"+v] = vp
+			}
+		}
+	}
+	return out
+}
+
+func isExecutable(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0
+}
+
+// server is a running `sqlkube server`.
+type server struct {
+	dataDir, kubeconfig, url string
+	cmd                      *exec.Cmd
+	stderr                   *bytes.Buffer
+	done                     chan error
+}
+
+// startServer starts `sqlkube server` on a free port in a temp data dir
+// and waits until it has written its kubeconfig and reports ready.
+func startServer(t *testing.T, dataDir string) *server {
+	t.Helper()
+	cmd := exec.Command(sqlkubeBin, "server", "--data-dir", dataDir, "--secure-port", "0", "--log-format", "json")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &server{dataDir: dataDir, cmd: cmd, stderr: &bytes.Buffer{}, done: make(chan error, 1)}
+	cmd.Stderr = &lockedWriter{w: s.stderr}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	urls := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if u, ok := strings.CutPrefix(sc.Text(), "sqlkube server: Kubernetes API on "); ok {
+				urls <- u
+			}
+		}
+		_, _ = io.Copy(io.Discard, stdout)
+	}()
+	go func() { s.done <- cmd.Wait() }()
+	t.Cleanup(func() { s.stop(t) })
+	select {
+	case s.url = <-urls:
+	case err := <-s.done:
+		t.Fatalf("sqlkube server exited: %v\n%s", err, s.stderr)
+	case <-time.After(startTimeout):
+		t.Fatalf("sqlkube server did not start within %v\n%s", startTimeout, s.stderr)
+	}
+	s.kubeconfig = filepath.Join(dataDir, "kubeconfig")
+	return s
+}
+
+// stop sends SIGTERM and waits for a clean exit.
+func (s *server) stop(t *testing.T) {
+	t.Helper()
+	if s.cmd.ProcessState != nil {
+		return
+	}
+	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-s.done:
+		if err != nil {
+			t.Errorf("sqlkube server exited with %v after SIGTERM\n%s", err, s.stderr)
+		}
+	case <-time.After(stopTimeout):
+		_ = s.cmd.Process.Kill()
+		<-s.done
+		t.Errorf("sqlkube server did not stop within %v of SIGTERM", stopTimeout)
+	}
+}
+
+// kubectl runs one kubectl command against s and returns its stdout.
+func (s *server) kubectl(t *testing.T, bin string, args ...string) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+s.kubeconfig, "HOME="+t.TempDir())
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	if err != nil {
+		return stdout.String(), fmt.Errorf("%s %s: %v\n%s", filepath.Base(bin), strings.Join(args, " "), err, stderr.String())
+	}
+	return stdout.String(), nil
+}
+
+func (s *server) mustKubectl(t *testing.T, bin string, args ...string) string {
+	t.Helper()
+	out, err := s.kubectl(t, bin, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
