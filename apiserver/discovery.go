@@ -72,6 +72,12 @@ func (s *Server) resourceList(gv schema.GroupVersion) (*metav1.APIResourceList, 
 			Name: r.Plural, SingularName: r.Singular, Namespaced: r.Namespaced, Kind: r.GVK.Kind,
 			Verbs: restVerbs, ShortNames: r.ShortNames, Categories: r.Categories,
 		})
+		if r.Scale {
+			list.APIResources = append(list.APIResources, metav1.APIResource{
+				Name: r.Plural + "/scale", Namespaced: r.Namespaced, Group: "autoscaling", Version: "v1", Kind: "Scale",
+				Verbs: metav1.Verbs{"get", "patch", "update"},
+			})
+		}
 		if r.Status {
 			list.APIResources = append(list.APIResources, metav1.APIResource{
 				Name: r.Plural + "/status", Namespaced: r.Namespaced, Kind: r.GVK.Kind,

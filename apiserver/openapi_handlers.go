@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/labstack/echo/v4"
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -18,6 +19,12 @@ func (s *Server) newOpenAPI() (*openapi.Builder, error) {
 		res := openapi.Resource{
 			GVK: r.GVK, ListKind: r.GVK.Kind + "List", Plural: r.Plural, Namespaced: r.Namespaced,
 			Verbs: restVerbs, Object: r.New(), List: r.NewList(),
+		}
+		if r.Scale {
+			res.Subresources = append(res.Subresources, openapi.Subresource{
+				Name: "scale", Verbs: []string{"get", "update", "patch"},
+				GVK: autoscalingv1.SchemeGroupVersion.WithKind("Scale"), Object: &autoscalingv1.Scale{},
+			})
 		}
 		if r.Status {
 			res.Subresources = append(res.Subresources, openapi.Subresource{Name: "status", Verbs: []string{"get", "update", "patch"}})

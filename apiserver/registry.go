@@ -32,6 +32,8 @@ type Resource struct {
 	// PrepareForCreate sets what the server owns on a new object (the
 	// initial status, say).
 	PrepareForCreate func(obj runtime.Object)
+	// Scale: the resource has a scale subresource (spec.replicas).
+	Scale bool
 	// Status: the resource has a status subresource; updates of the main
 	// resource keep the stored status and status updates keep the rest.
 	Status bool

@@ -66,6 +66,7 @@ func groupResources() []*Resource {
 		case "deployments", "replicasets", "statefulsets", "daemonsets", "jobs", "cronjobs":
 			r.Categories = all
 		}
+		r.Scale = r.Plural == "deployments" || r.Plural == "replicasets" || r.Plural == "statefulsets"
 	}
 	// Fields Kubernetes lets selectors name for these types.
 	for _, r := range rs {

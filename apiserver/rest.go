@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/validation/path"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -24,6 +25,10 @@ import (
 	k8sstorage "k8s.io/apiserver/pkg/storage"
 	storeerr "k8s.io/apiserver/pkg/storage/errors"
 )
+
+// isDryRun reports whether a request asked not to persist (dryRun=All;
+// the options' validation rejects anything else).
+func isDryRun(dryRun []string) bool { return len(dryRun) > 0 }
 
 // maxBodyBytes is the largest request body accepted (413 beyond).
 const maxBodyBytes = 3 << 20
@@ -45,7 +50,7 @@ func (s *Server) serveResource(c echo.Context) error {
 	}
 	gvr := schema.GroupVersionResource{Group: info.APIGroup, Version: info.APIVersion, Resource: info.Resource}
 	r, ok := s.registry.Lookup(gvr)
-	if !ok || (info.Subresource != "" && !(info.Subresource == "status" && r.Status)) {
+	if !ok || (info.Subresource != "" && !(info.Subresource == "status" && r.Status) && !(info.Subresource == "scale" && r.Scale)) {
 		return writeStatus(c, apierrors.NewNotFound(schema.GroupResource{Group: info.APIGroup, Resource: info.Resource}, info.Name))
 	}
 	if info.Name != "" {
@@ -58,6 +63,9 @@ func (s *Server) serveResource(c echo.Context) error {
 	}
 	ctx := request.WithRequestInfo(request.WithNamespace(c.Request().Context(), info.Namespace), info)
 	h := &handler{s: s, r: r, st: s.storages[r], info: info, c: c, ctx: ctx}
+	if info.Subresource == "scale" {
+		return h.scale()
+	}
 	switch info.Verb {
 	case "get":
 		return h.get()
@@ -229,6 +237,13 @@ func (h *handler) decodeBody() (runtime.Object, error) {
 }
 
 func (h *handler) create() error {
+	var opts metav1.CreateOptions
+	if err := parameterCodec.DecodeParameters(h.c.Request().URL.Query(), metaGV, &opts); err != nil {
+		return h.fail(apierrors.NewBadRequest(err.Error()))
+	}
+	if errs := metav1validation.ValidateCreateOptions(&opts); len(errs) > 0 {
+		return h.fail(apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "CreateOptions"}, "", errs))
+	}
 	obj, err := h.decodeBody()
 	if err != nil {
 		return h.fail(err)
@@ -260,6 +275,14 @@ func (h *handler) create() error {
 	if h.r.PrepareForCreate != nil {
 		h.r.PrepareForCreate(obj)
 	}
+	if isDryRun(opts.DryRun) {
+		// Nothing is written: answer as the create would, without a
+		// resourceVersion, unless the name is taken.
+		if err := h.st.Get(h.ctx, h.r.key(m.GetNamespace(), m.GetName()), k8sstorage.GetOptions{}, h.r.New()); err == nil {
+			return h.fail(apierrors.NewAlreadyExists(h.r.GroupResource(), m.GetName()))
+		}
+		return h.respond(http.StatusCreated, obj)
+	}
 	out := h.r.New()
 	if err := h.st.Create(h.ctx, h.r.key(m.GetNamespace(), m.GetName()), obj, out, 0); err != nil {
 		return h.fail(storeerr.InterpretCreateError(err, h.r.GroupResource(), m.GetName()))
@@ -268,6 +291,13 @@ func (h *handler) create() error {
 }
 
 func (h *handler) update() error {
+	var opts metav1.UpdateOptions
+	if err := parameterCodec.DecodeParameters(h.c.Request().URL.Query(), metaGV, &opts); err != nil {
+		return h.fail(apierrors.NewBadRequest(err.Error()))
+	}
+	if errs := metav1validation.ValidateUpdateOptions(&opts); len(errs) > 0 {
+		return h.fail(apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "UpdateOptions"}, "", errs))
+	}
 	obj, err := h.decodeBody()
 	if err != nil {
 		return h.fail(err)
@@ -281,6 +311,17 @@ func (h *handler) update() error {
 			return h.fail(apierrors.NewBadRequest("the namespace of the provided object does not match the namespace sent on the request"))
 		}
 		m.SetNamespace(h.info.Namespace)
+	}
+	if isDryRun(opts.DryRun) {
+		existing := h.r.New()
+		if err := h.st.Get(h.ctx, h.key(), k8sstorage.GetOptions{}, existing); err != nil {
+			return h.fail(storeerr.InterpretGetError(err, h.r.GroupResource(), h.info.Name))
+		}
+		updated, _, err := h.prepareUpdate(existing, obj)
+		if err != nil {
+			return h.fail(err)
+		}
+		return h.respond(http.StatusOK, updated)
 	}
 	out := h.r.New()
 	err = h.st.GuaranteedUpdate(h.ctx, h.key(), out, false, nil, func(existing runtime.Object, _ k8sstorage.ResponseMeta) (runtime.Object, *uint64, error) {
@@ -334,9 +375,24 @@ func (h *handler) delete() error {
 	if err := h.decodeDeleteOptions(&opts); err != nil {
 		return h.fail(err)
 	}
+	if errs := metav1validation.ValidateDeleteOptions(&opts); len(errs) > 0 {
+		return h.fail(apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "DeleteOptions"}, "", errs))
+	}
 	var pre *k8sstorage.Preconditions
 	if opts.Preconditions != nil {
 		pre = &k8sstorage.Preconditions{UID: opts.Preconditions.UID, ResourceVersion: opts.Preconditions.ResourceVersion}
+	}
+	if isDryRun(opts.DryRun) {
+		existing := h.r.New()
+		if err := h.st.Get(h.ctx, h.key(), k8sstorage.GetOptions{}, existing); err != nil {
+			return h.fail(storeerr.InterpretGetError(err, h.r.GroupResource(), h.info.Name))
+		}
+		if pre != nil {
+			if err := pre.Check(h.key(), existing); err != nil {
+				return h.fail(storeerr.InterpretDeleteError(err, h.r.GroupResource(), h.info.Name))
+			}
+		}
+		return h.respond(http.StatusOK, existing)
 	}
 	out := h.r.New()
 	if err := h.st.Delete(h.ctx, h.key(), out, pre, k8sstorage.ValidateAllObjectFunc, nil, k8sstorage.DeleteOptions{}); err != nil {

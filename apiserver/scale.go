@@ -1,0 +1,169 @@
+package apiserver
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"reflect"
+
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/strategicpatch"
+	k8sstorage "k8s.io/apiserver/pkg/storage"
+	storeerr "k8s.io/apiserver/pkg/storage/errors"
+)
+
+var autoscalingGV = autoscalingv1.SchemeGroupVersion
+
+// scale serves the scale subresource (autoscaling/v1 Scale) of workloads
+// with spec.replicas: GET reads it, PUT and PATCH set spec.replicas (a
+// Scale carrying a stale resourceVersion conflicts).
+func (h *handler) scale() error {
+	switch h.info.Verb {
+	case "get":
+		obj := h.r.New()
+		if err := h.st.Get(h.ctx, h.key(), k8sstorage.GetOptions{}, obj); err != nil {
+			return h.fail(storeerr.InterpretGetError(err, h.r.GroupResource(), h.info.Name))
+		}
+		sc, err := scaleOf(obj)
+		if err != nil {
+			return h.fail(err)
+		}
+		return encodeWith(h.c, http.StatusOK, sc, autoscalingGV, negotiated(h))
+	case "update", "patch":
+	default:
+		return h.fail(apierrors.NewMethodNotSupported(h.r.GroupResource(), h.info.Verb))
+	}
+	body, err := io.ReadAll(io.LimitReader(h.c.Request().Body, maxBodyBytes+1))
+	if err != nil || len(body) > maxBodyBytes {
+		return h.fail(apierrors.NewRequestEntityTooLargeError(fmt.Sprintf("limit is %d bytes", maxBodyBytes)))
+	}
+	var patchType types.PatchType
+	if h.info.Verb == "patch" {
+		if patchType, err = requestPatchType(h.c.Request().Header.Get("Content-Type")); err != nil {
+			return h.fail(err)
+		}
+	}
+	out := h.r.New()
+	err = h.st.GuaranteedUpdate(h.ctx, h.key(), out, false, nil, func(existing runtime.Object, _ k8sstorage.ResponseMeta) (runtime.Object, *uint64, error) {
+		cur, err := scaleOf(existing)
+		if err != nil {
+			return nil, nil, err
+		}
+		want, err := h.wantedScale(cur, body, patchType)
+		if err != nil {
+			return nil, nil, err
+		}
+		if want.ResourceVersion != "" && want.ResourceVersion != cur.ResourceVersion {
+			return nil, nil, apierrors.NewConflict(h.r.GroupResource(), h.info.Name, fmt.Errorf("the object has been modified; please apply your changes to the latest version and try again"))
+		}
+		if want.Spec.Replicas < 0 {
+			return nil, nil, apierrors.NewBadRequest("spec.replicas must not be negative")
+		}
+		updated := existing.DeepCopyObject()
+		replicas := want.Spec.Replicas
+		reflect.ValueOf(updated).Elem().FieldByName("Spec").FieldByName("Replicas").Set(reflect.ValueOf(&replicas))
+		m, _ := meta.Accessor(updated)
+		if specChanged(existing, updated) {
+			m.SetGeneration(m.GetGeneration() + 1)
+		}
+		return updated, nil, nil
+	}, nil)
+	if err != nil {
+		return h.fail(storeerr.InterpretUpdateError(err, h.r.GroupResource(), h.info.Name))
+	}
+	sc, err := scaleOf(out)
+	if err != nil {
+		return h.fail(err)
+	}
+	return encodeWith(h.c, http.StatusOK, sc, autoscalingGV, negotiated(h))
+}
+
+// wantedScale is the Scale a PUT body states, or the current one patched.
+func (h *handler) wantedScale(cur *autoscalingv1.Scale, body []byte, patchType types.PatchType) (*autoscalingv1.Scale, error) {
+	if patchType == "" {
+		want := &autoscalingv1.Scale{}
+		if err := runtime.DecodeInto(Codecs.UniversalDecoder(autoscalingGV), body, want); err != nil {
+			return nil, apierrors.NewBadRequest("invalid Scale: " + err.Error())
+		}
+		return want, nil
+	}
+	curJSON, err := json.Marshal(cur)
+	if err != nil {
+		return nil, err
+	}
+	var patched []byte
+	switch patchType {
+	case types.JSONPatchType:
+		p, err := jsonpatch.DecodePatch(body)
+		if err != nil {
+			return nil, apierrors.NewBadRequest(err.Error())
+		}
+		patched, err = p.Apply(curJSON)
+		if err != nil {
+			return nil, apierrors.NewBadRequest(err.Error())
+		}
+	case types.MergePatchType:
+		if patched, err = jsonpatch.MergePatch(curJSON, body); err != nil {
+			return nil, apierrors.NewBadRequest(err.Error())
+		}
+	case types.StrategicMergePatchType:
+		if patched, err = strategicpatch.StrategicMergePatch(curJSON, body, &autoscalingv1.Scale{}); err != nil {
+			return nil, apierrors.NewBadRequest(err.Error())
+		}
+	default:
+		return nil, apierrors.NewBadRequest("unsupported patch type " + string(patchType))
+	}
+	want := &autoscalingv1.Scale{}
+	if err := json.Unmarshal(patched, want); err != nil {
+		return nil, apierrors.NewBadRequest("invalid Scale: " + err.Error())
+	}
+	// A patch leaves the resourceVersion it read, which must not count
+	// as a precondition unless the patch set it.
+	if want.ResourceVersion == cur.ResourceVersion {
+		want.ResourceVersion = ""
+	}
+	return want, nil
+}
+
+// scaleOf reads a workload's Scale: spec.replicas, status.replicas and the
+// selector.
+func scaleOf(obj runtime.Object) (*autoscalingv1.Scale, error) {
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return nil, err
+	}
+	v := reflect.ValueOf(obj).Elem()
+	spec, status := v.FieldByName("Spec"), v.FieldByName("Status")
+	sc := &autoscalingv1.Scale{ObjectMeta: metav1.ObjectMeta{
+		Name: m.GetName(), Namespace: m.GetNamespace(), UID: m.GetUID(),
+		ResourceVersion: m.GetResourceVersion(), CreationTimestamp: m.GetCreationTimestamp(),
+	}}
+	if r, ok := spec.FieldByName("Replicas").Interface().(*int32); ok && r != nil {
+		sc.Spec.Replicas = *r
+	} else {
+		sc.Spec.Replicas = 1
+	}
+	if r, ok := status.FieldByName("Replicas").Interface().(int32); ok {
+		sc.Status.Replicas = r
+	}
+	if sel, ok := spec.FieldByName("Selector").Interface().(*metav1.LabelSelector); ok && sel != nil {
+		s, err := metav1.LabelSelectorAsSelector(sel)
+		if err != nil {
+			return nil, apierrors.NewInternalError(err)
+		}
+		sc.Status.Selector = s.String()
+	}
+	return sc, nil
+}
+
+func negotiated(h *handler) runtime.SerializerInfo {
+	_, info := negotiate(h.c)
+	return info
+}
