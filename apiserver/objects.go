@@ -5,6 +5,7 @@ import (
 	"reflect"
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
 	apimachineryvalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -61,4 +62,18 @@ func specChanged(old, updated runtime.Object) bool {
 		}
 	}
 	return !apiequality.Semantic.DeepEqual(a, b)
+}
+
+// copyManagedFields sets dst's managedFields to src's.
+func copyManagedFields(src, dst runtime.Object) error {
+	s, err := meta.Accessor(src)
+	if err != nil {
+		return err
+	}
+	d, err := meta.Accessor(dst)
+	if err != nil {
+		return err
+	}
+	d.SetManagedFields(s.GetManagedFields())
+	return nil
 }

@@ -27,8 +27,8 @@ import (
 	storeerr "k8s.io/apiserver/pkg/storage/errors"
 )
 
-// patchTypes are the patch encodings PATCH accepts. Server-side apply
-// (application/apply-patch+yaml and +cbor) is not served yet.
+// patchTypes are the patch encodings PATCH accepts besides server-side
+// apply in YAML (apply.go); apply in CBOR is not served.
 var patchTypes = []string{
 	string(types.JSONPatchType),
 	string(types.MergePatchType),
@@ -64,6 +64,9 @@ func (h *handler) patch() error {
 		return h.fail(apierrors.NewMethodNotSupported(h.r.GroupResource(), "patch"))
 	}
 	req := h.c.Request()
+	if isApply(req.Header.Get(echo.HeaderContentType)) {
+		return h.serverSideApply()
+	}
 	patchType, err := requestPatchType(req.Header.Get(echo.HeaderContentType))
 	if err != nil {
 		return h.fail(err)
@@ -136,8 +139,8 @@ func requestPatchType(contentType string) (types.PatchType, error) {
 	case types.ApplyYAMLPatchType, types.ApplyCBORPatchType:
 		return "", &apierrors.StatusError{ErrStatus: metav1.Status{
 			Status: metav1.StatusFailure, Code: http.StatusUnsupportedMediaType, Reason: metav1.StatusReasonUnsupportedMediaType,
-			Message: fmt.Sprintf("server-side apply (%s) is not supported by this server - accepted patch types: %s",
-				mediaType, strings.Join(patchTypes, ", ")),
+			Message: fmt.Sprintf("%s is not supported by this server - accepted patch types: %s, %s",
+				mediaType, strings.Join(patchTypes, ", "), types.ApplyYAMLPatchType),
 		}}
 	}
 	return "", negotiation.NewUnsupportedMediaTypeError(patchTypes)

@@ -306,7 +306,8 @@ func TestPatch_Errors(t *testing.T) {
 		{"invalid label", path, "", merge, `{"metadata":{"labels":{"a b":"c"}}}`, http.StatusUnprocessableEntity, metav1.StatusReasonInvalid},
 		{"text content type", path, "", "text/plain", `{}`, http.StatusUnsupportedMediaType, metav1.StatusReasonUnsupportedMediaType},
 		{"json content type", path, "", "application/json", `{}`, http.StatusUnsupportedMediaType, metav1.StatusReasonUnsupportedMediaType},
-		{"apply patch", path, "", "application/apply-patch+yaml", `data: {k: x}`, http.StatusUnsupportedMediaType, metav1.StatusReasonUnsupportedMediaType},
+		{"apply without fieldManager", path, "", "application/apply-patch+yaml", `data: {k: x}`, http.StatusUnprocessableEntity, metav1.StatusReasonInvalid},
+		{"apply cbor", path, "", "application/apply-patch+cbor", `data: {k: x}`, http.StatusUnsupportedMediaType, metav1.StatusReasonUnsupportedMediaType},
 		{"bad dryRun", path, "?dryRun=Some", merge, `{"data":{"k":"x"}}`, http.StatusUnprocessableEntity, metav1.StatusReasonInvalid},
 		{"force on merge patch", path, "?force=true", merge, `{"data":{"k":"x"}}`, http.StatusUnprocessableEntity, metav1.StatusReasonInvalid},
 		{"huge body", path, "", merge, `{"data":{"k":"` + strings.Repeat("x", 4<<20) + `"}}`, http.StatusRequestEntityTooLarge, metav1.StatusReasonRequestEntityTooLarge},
@@ -356,8 +357,8 @@ func TestPatch_ClientGoErrors(t *testing.T) {
 	if _, err := cms.Patch(ctx, "missing", types.MergePatchType, []byte(`{}`), metav1.PatchOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("missing object: got %v, want NotFound", err)
 	}
-	if _, err := cms.Patch(ctx, "x", types.ApplyPatchType, []byte(`{}`), metav1.PatchOptions{FieldManager: "test"}); !apierrors.IsUnsupportedMediaType(err) {
-		t.Errorf("apply patch: got %v, want UnsupportedMediaType", err)
+	if _, err := cms.Patch(ctx, "x", types.ApplyPatchType, []byte(`{}`), metav1.PatchOptions{FieldManager: "test"}); !apierrors.IsBadRequest(err) {
+		t.Errorf("apply patch without kind: got %v, want BadRequest", err)
 	}
 	if _, err := cms.Patch(ctx, "x", types.MergePatchType, []byte(`{"data":`), metav1.PatchOptions{}); !apierrors.IsBadRequest(err) {
 		t.Errorf("bad merge patch: got %v, want BadRequest", err)

@@ -116,6 +116,9 @@ type handler struct {
 	info *request.RequestInfo
 	c    echo.Context
 	ctx  context.Context
+	// applying: managedFields are set by server-side apply, not tracked
+	// as an update.
+	applying bool
 }
 
 func (h *handler) key() string { return h.r.key(h.info.Namespace, h.info.Name) }
@@ -260,21 +263,11 @@ func (h *handler) create() error {
 	if m.GetName() == "" && m.GetGenerateName() != "" {
 		m.SetName(m.GetGenerateName() + utilrand.String(5))
 	}
-	if errs := validateObjectMeta(m, h.r); len(errs) > 0 {
-		return h.fail(apierrors.NewInvalid(h.r.GVK.GroupKind(), m.GetName(), errs))
+	obj, err = h.prepareCreate(h.trackManagedFields(h.r.New(), obj))
+	if err != nil {
+		return h.fail(err)
 	}
-	m.SetUID(types.UID(uuid.NewString()))
-	m.SetCreationTimestamp(metav1.NewTime(time.Now().Truncate(time.Second)))
-	m.SetResourceVersion("")
-	m.SetGeneration(0)
-	if hasSpec(obj) {
-		m.SetGeneration(1)
-	}
-	m.SetDeletionTimestamp(nil)
-	m.SetDeletionGracePeriodSeconds(nil)
-	if h.r.PrepareForCreate != nil {
-		h.r.PrepareForCreate(obj)
-	}
+	m, _ = meta.Accessor(obj)
 	if isDryRun(opts.DryRun) {
 		// Nothing is written: answer as the create would, without a
 		// resourceVersion, unless the name is taken.
@@ -333,6 +326,31 @@ func (h *handler) update() error {
 	return h.respond(http.StatusOK, out)
 }
 
+// prepareCreate sets what the server owns on a new object and validates
+// its metadata.
+func (h *handler) prepareCreate(obj runtime.Object) (runtime.Object, error) {
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return nil, err
+	}
+	if errs := validateObjectMeta(m, h.r); len(errs) > 0 {
+		return nil, apierrors.NewInvalid(h.r.GVK.GroupKind(), m.GetName(), errs)
+	}
+	m.SetUID(types.UID(uuid.NewString()))
+	m.SetCreationTimestamp(metav1.NewTime(time.Now().Truncate(time.Second)))
+	m.SetResourceVersion("")
+	m.SetGeneration(0)
+	if hasSpec(obj) {
+		m.SetGeneration(1)
+	}
+	m.SetDeletionTimestamp(nil)
+	m.SetDeletionGracePeriodSeconds(nil)
+	if h.r.PrepareForCreate != nil {
+		h.r.PrepareForCreate(obj)
+	}
+	return obj, nil
+}
+
 // prepareUpdate makes the object to store from the existing one and the
 // update: a stale resourceVersion is a conflict, system fields are kept,
 // the main resource keeps the stored status and the status subresource
@@ -347,6 +365,11 @@ func (h *handler) prepareUpdate(existing, updated runtime.Object) (runtime.Objec
 	if h.info.Subresource == "status" {
 		merged := existing.DeepCopyObject()
 		if err := copyField(updated, merged, "Status"); err != nil {
+			return nil, nil, err
+		}
+		if !h.applying {
+			merged = h.trackManagedFields(existing, merged)
+		} else if err := copyManagedFields(updated, merged); err != nil {
 			return nil, nil, err
 		}
 		return merged, nil, nil
@@ -366,6 +389,9 @@ func (h *handler) prepareUpdate(existing, updated runtime.Object) (runtime.Objec
 	}
 	if errs := validateObjectMeta(newMeta, h.r); len(errs) > 0 {
 		return nil, nil, apierrors.NewInvalid(h.r.GVK.GroupKind(), newMeta.GetName(), errs)
+	}
+	if !h.applying {
+		updated = h.trackManagedFields(existing, updated)
 	}
 	return updated, nil, nil
 }

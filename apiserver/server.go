@@ -43,6 +43,8 @@ type Server struct {
 	stopOnce  sync.Once
 	compactor sqlstorage.StoppableCompactor
 	openapi   *openapi.Builder
+	// fieldManagers track managedFields and serve server-side apply.
+	fieldManagers *fieldManagers
 }
 
 // New builds the server and its storage (a watch cache per resource).
@@ -69,6 +71,10 @@ func New(cfg Config) (*Server, error) {
 	if s.openapi, err = s.newOpenAPI(); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("apiserver: openapi: %w", err)
+	}
+	if s.fieldManagers, err = newFieldManagers(s.openapi.Definitions()); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("apiserver: managed fields: %w", err)
 	}
 	s.echo = s.routes()
 	return s, nil

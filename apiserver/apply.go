@@ -1,0 +1,191 @@
+package apiserver
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/managedfields"
+	k8sstorage "k8s.io/apiserver/pkg/storage"
+	storeerr "k8s.io/apiserver/pkg/storage/errors"
+	"k8s.io/kube-openapi/pkg/validation/spec"
+	"sigs.k8s.io/yaml"
+)
+
+// fieldManagers builds and keeps one managedfields.FieldManager per
+// resource and subresource, over the type converter made from the OpenAPI
+// schemas (list and map types as Kubernetes declares them).
+type fieldManagers struct {
+	converter managedfields.TypeConverter
+	mu        sync.Mutex
+	byKey     map[string]*managedfields.FieldManager
+}
+
+func newFieldManagers(defs map[string]*spec.Schema) (*fieldManagers, error) {
+	tc, err := managedfields.NewTypeConverter(defs, false)
+	if err != nil {
+		return nil, err
+	}
+	return &fieldManagers{converter: tc, byKey: map[string]*managedfields.FieldManager{}}, nil
+}
+
+func (f *fieldManagers) get(r *Resource, subresource string) (*managedfields.FieldManager, error) {
+	key := r.GVK.String() + "/" + subresource
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if fm, ok := f.byKey[key]; ok {
+		return fm, nil
+	}
+	fm, err := managedfields.NewDefaultFieldManager(f.converter, Scheme, Scheme, Scheme, r.GVK, r.GroupVersion(), subresource, nil)
+	if err != nil {
+		return nil, err
+	}
+	f.byKey[key] = fm
+	return fm, nil
+}
+
+// managerName is who a write is recorded for in managedFields: the
+// fieldManager option, else the client's user agent up to its first "/"
+// (as kube-apiserver does).
+func (h *handler) managerName() string {
+	if m := h.c.QueryParam("fieldManager"); m != "" {
+		return m
+	}
+	ua := h.c.Request().UserAgent()
+	if i := strings.Index(ua, "/"); i >= 0 {
+		ua = ua[:i]
+	}
+	if len(ua) > 128 {
+		ua = ua[:128]
+	}
+	return ua
+}
+
+// trackManagedFields records in updated's managedFields what this write
+// changed from live (an empty object for a create). Failing to track is
+// not an error for the write, as upstream.
+func (h *handler) trackManagedFields(live, updated runtime.Object) runtime.Object {
+	fm, err := h.s.fieldManagers.get(h.r, h.info.Subresource)
+	if err != nil {
+		return updated
+	}
+	return fm.UpdateNoErrors(live, updated, h.managerName())
+}
+
+// isApply reports whether a PATCH is server-side apply.
+func isApply(contentType string) bool {
+	mediaType, _, _ := strings.Cut(contentType, ";")
+	return strings.EqualFold(strings.TrimSpace(mediaType), string(types.ApplyYAMLPatchType))
+}
+
+// serverSideApply serves PATCH with application/apply-patch+yaml: the body
+// is the applier's intent (YAML or JSON), merged into the live object by
+// structured-merge-diff with managedFields; fields another manager owns
+// conflict (409 with the conflicts as causes) unless force=true. A missing
+// object is created.
+func (h *handler) serverSideApply() error {
+	req := h.c.Request()
+	body, err := io.ReadAll(io.LimitReader(req.Body, maxBodyBytes+1))
+	if err != nil {
+		return h.fail(apierrors.NewBadRequest("reading the request body: " + err.Error()))
+	}
+	if len(body) > maxBodyBytes {
+		return h.fail(apierrors.NewRequestEntityTooLargeError(fmt.Sprintf("limit is %d bytes", maxBodyBytes)))
+	}
+	var opts metav1.PatchOptions
+	if err := parameterCodec.DecodeParameters(req.URL.Query(), metaGV, &opts); err != nil {
+		return h.fail(apierrors.NewBadRequest(err.Error()))
+	}
+	if errs := metav1validation.ValidatePatchOptions(&opts, types.ApplyYAMLPatchType); len(errs) > 0 {
+		return h.fail(apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "PatchOptions"}, "", errs))
+	}
+	applied := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal(body, &applied.Object); err != nil {
+		return h.fail(apierrors.NewBadRequest("error decoding YAML: " + err.Error()))
+	}
+	if applied.Object == nil {
+		return h.fail(apierrors.NewBadRequest("the apply configuration is empty"))
+	}
+	if gvk := applied.GroupVersionKind(); gvk != h.r.GVK {
+		return h.fail(apierrors.NewBadRequest(fmt.Sprintf("the apply configuration is a %s, not a %s", gvk, h.r.GVK)))
+	}
+	if applied.GetName() != h.info.Name {
+		return h.fail(apierrors.NewBadRequest(fmt.Sprintf("the name of the object (%s) does not match the name on the URL (%s)", applied.GetName(), h.info.Name)))
+	}
+	if ns := applied.GetNamespace(); h.r.Namespaced && ns != "" && ns != h.info.Namespace {
+		return h.fail(apierrors.NewBadRequest("the namespace of the provided object does not match the namespace sent on the request"))
+	}
+	if h.r.Namespaced {
+		applied.SetNamespace(h.info.Namespace)
+	}
+	fm, err := h.s.fieldManagers.get(h.r, h.info.Subresource)
+	if err != nil {
+		return h.fail(err)
+	}
+	force := opts.Force != nil && *opts.Force
+	h.applying = true // managedFields come from Apply, not from tracking the update
+
+	build := func(existing runtime.Object) (runtime.Object, error) {
+		m, _ := meta.Accessor(existing)
+		creating := m.GetResourceVersion() == ""
+		live := existing
+		if creating {
+			if h.info.Subresource != "" {
+				return nil, apierrors.NewNotFound(h.r.GroupResource(), h.info.Name)
+			}
+			live = h.r.New()
+			lm, _ := meta.Accessor(live)
+			lm.SetName(h.info.Name)
+			if h.r.Namespaced {
+				lm.SetNamespace(h.info.Namespace)
+			}
+		}
+		out, err := fm.Apply(live, applied.DeepCopy(), opts.FieldManager, force)
+		if err != nil {
+			return nil, err
+		}
+		if creating {
+			return h.prepareCreate(out)
+		}
+		updated, _, err := h.prepareUpdate(existing, out)
+		return updated, err
+	}
+
+	if len(opts.DryRun) > 0 {
+		existing := h.r.New()
+		if err := h.st.Get(h.ctx, h.key(), k8sstorage.GetOptions{IgnoreNotFound: true}, existing); err != nil {
+			return h.fail(storeerr.InterpretGetError(err, h.r.GroupResource(), h.info.Name))
+		}
+		out, err := build(existing)
+		if err != nil {
+			return h.fail(err)
+		}
+		return h.respond(http.StatusOK, out)
+	}
+	created := false
+	out := h.r.New()
+	err = h.st.GuaranteedUpdate(h.ctx, h.key(), out, h.info.Subresource == "", nil, func(existing runtime.Object, _ k8sstorage.ResponseMeta) (runtime.Object, *uint64, error) {
+		m, _ := meta.Accessor(existing)
+		created = m.GetResourceVersion() == ""
+		obj, err := build(existing)
+		return obj, nil, err
+	}, nil)
+	if err != nil {
+		return h.fail(storeerr.InterpretUpdateError(err, h.r.GroupResource(), h.info.Name))
+	}
+	code := http.StatusOK
+	if created {
+		code = http.StatusCreated
+	}
+	return h.respond(code, out)
+}
