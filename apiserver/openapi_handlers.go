@@ -4,7 +4,9 @@ import (
 	"net/http"
 	"strings"
 
+	openapi_v2 "github.com/google/gnostic-models/openapiv2"
 	"github.com/labstack/echo/v4"
+	"google.golang.org/protobuf/proto"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -34,7 +36,26 @@ func (s *Server) newOpenAPI() (*openapi.Builder, error) {
 	return openapi.NewBuilder(resources, openapi.Info{Title: "Kubernetes", Version: s.cfg.Version})
 }
 
+// protobufV2 is the media type older kubectls (1.27 and before) ask
+// /openapi/v2 for.
+const protobufV2 = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf"
+
 func (s *Server) openAPIV2(c echo.Context) error {
+	if strings.Contains(c.Request().Header.Get(echo.HeaderAccept), protobufV2) {
+		s.v2ProtoOnce.Do(func() {
+			doc, err := openapi_v2.ParseDocument(s.openapi.V2JSON())
+			if err == nil {
+				s.v2Proto, err = proto.Marshal(doc)
+			}
+			s.v2ProtoErr = err
+		})
+		if s.v2ProtoErr != nil {
+			return writeStatus(c, apierrors.NewInternalError(s.v2ProtoErr))
+		}
+		// The Content-Type must parse as a media type, which the Accept
+		// value's "@" does not; kube-apiserver answers with this one.
+		return c.Blob(http.StatusOK, "application/com.github.proto-openapi.spec.v2.v1.0+protobuf", s.v2Proto)
+	}
 	return c.Blob(http.StatusOK, echo.MIMEApplicationJSON, s.openapi.V2JSON())
 }
 

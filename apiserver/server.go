@@ -43,6 +43,10 @@ type Server struct {
 	stopOnce  sync.Once
 	compactor sqlstorage.StoppableCompactor
 	openapi   *openapi.Builder
+	// v2Proto is /openapi/v2 in protobuf, made on first request.
+	v2ProtoOnce sync.Once
+	v2Proto     []byte
+	v2ProtoErr  error
 	// fieldManagers track managedFields and serve server-side apply.
 	fieldManagers *fieldManagers
 }

@@ -2,7 +2,9 @@ package apiserver
 
 import (
 	"fmt"
-	"strconv"
+	"reflect"
+	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -13,6 +15,12 @@ import (
 	"k8s.io/apiserver/pkg/endpoints/handlers/negotiation"
 )
 
+// Server-side printing. table turns objects into the Table kubectl prints;
+// the per-kind printers (columns, and cells computed as kube-apiserver's
+// printers compute them) live in table_core.go, table_apps.go,
+// table_batch.go and table_groups.go. Columns of Priority 1 are the ones
+// kubectl shows only with -o wide.
+
 // table converts an object or list to the Table kubectl prints: the
 // columns kubectl shows for the type, rows carrying the object's metadata
 // (includeObject=Metadata, the default), the whole object (Object) or
@@ -22,21 +30,32 @@ func (h *handler) table(obj runtime.Object, _ negotiation.MediaTypeOptions) (*me
 	if v := h.c.QueryParam("includeObject"); v != "" {
 		include = metav1.IncludeObjectPolicy(v)
 	}
-	t := &metav1.Table{ColumnDefinitions: h.columns()}
-	items := []runtime.Object{obj}
+	items, proto := []runtime.Object{obj}, obj
+	t := &metav1.Table{}
 	if meta.IsListType(obj) {
 		var err error
 		if items, err = meta.ExtractList(obj); err != nil {
 			return nil, err
 		}
+		// The columns of an empty list are those of the resource's kind.
+		proto = h.r.New()
 		if lm, err := meta.ListAccessor(obj); err == nil {
 			t.ResourceVersion, t.Continue, t.RemainingItemCount = lm.GetResourceVersion(), lm.GetContinue(), lm.GetRemainingItemCount()
 		}
 	} else if m, err := meta.Accessor(obj); err == nil {
 		t.ResourceVersion = m.GetResourceVersion()
 	}
+	p := printerFor(proto)
+	t.ColumnDefinitions = slices.Clone(p.columns)
 	for _, item := range items {
-		row := metav1.TableRow{Cells: h.cells(item)}
+		cells, ok := p.cells(item)
+		if !ok {
+			return nil, fmt.Errorf("cannot print a %T as a table of %T", item, proto)
+		}
+		row := metav1.TableRow{Cells: cells}
+		if p.conditions != nil {
+			row.Conditions = p.conditions(item)
+		}
 		switch include {
 		case metav1.IncludeObject:
 			row.Object.Object = item
@@ -65,79 +84,136 @@ func metaOf(m metav1.Object) *metav1.ObjectMeta {
 	}
 }
 
+// tablePrinter prints one Go type: its columns, the cells of an object
+// (one per column, in order) and, optionally, row conditions.
+type tablePrinter struct {
+	columns    []metav1.TableColumnDefinition
+	cells      func(runtime.Object) ([]any, bool)
+	conditions func(runtime.Object) []metav1.TableRowCondition
+}
+
+// printerOf makes the printer of the objects of type T.
+func printerOf[T runtime.Object](columns []metav1.TableColumnDefinition, cells func(T) []any) tablePrinter {
+	return tablePrinter{columns: columns, cells: func(obj runtime.Object) ([]any, bool) {
+		o, ok := obj.(T)
+		if !ok {
+			return nil, false
+		}
+		return cells(o), true
+	}}
+}
+
+// tablePrinters are the printers by object type, gathered from the per-group
+// lists.
+var tablePrinters = func() map[reflect.Type]tablePrinter {
+	byType := map[reflect.Type]tablePrinter{}
+	for _, group := range [][]printerEntry{corePrinters(), appsPrinters(), batchPrinters(), groupPrinters()} {
+		for _, e := range group {
+			byType[reflect.TypeOf(e.prototype)] = e.printer
+		}
+	}
+	return byType
+}()
+
+// printerEntry names the type a printer is for by an instance of it.
+type printerEntry struct {
+	prototype runtime.Object
+	printer   tablePrinter
+}
+
+// defaultPrinter is NAME AGE, for any kind without its own printer.
+var defaultPrinter = tablePrinter{
+	columns: []metav1.TableColumnDefinition{nameColumn, ageColumn},
+	cells: func(obj runtime.Object) ([]any, bool) {
+		m, err := meta.Accessor(obj)
+		if err != nil {
+			return []any{"", "<unknown>"}, true
+		}
+		return []any{m.GetName(), translateAge(m.GetCreationTimestamp())}, true
+	},
+}
+
+func printerFor(obj runtime.Object) tablePrinter {
+	if p, ok := tablePrinters[reflect.TypeOf(obj)]; ok {
+		return p
+	}
+	return defaultPrinter
+}
+
+// Column definitions.
+
 var (
-	nameColumn = metav1.TableColumnDefinition{Name: "Name", Type: "string", Format: "name", Description: "Name must be unique within a namespace."}
+	nameColumn = metav1.TableColumnDefinition{Name: "Name", Type: "string", Format: "name", Description: "Name of the object, unique within its namespace (or the cluster)."}
 	ageColumn  = metav1.TableColumnDefinition{Name: "Age", Type: "string", Description: "Time since the object was created."}
 )
 
-func (h *handler) columns() []metav1.TableColumnDefinition {
-	switch h.r.GVK.Kind {
-	case "Pod":
-		return []metav1.TableColumnDefinition{nameColumn,
-			{Name: "Ready", Type: "string", Description: "Ready containers of all containers."},
-			{Name: "Status", Type: "string", Description: "The pod's phase or the reason it is not running."},
-			{Name: "Restarts", Type: "string", Description: "Container restarts."},
-			ageColumn,
-			{Name: "IP", Type: "string", Priority: 1, Description: "The pod's IP address."},
-			{Name: "Node", Type: "string", Priority: 1, Description: "The node the pod is bound to."},
-		}
-	case "Namespace":
-		return []metav1.TableColumnDefinition{nameColumn, {Name: "Status", Type: "string", Description: "The namespace's phase."}, ageColumn}
-	case "ConfigMap":
-		return []metav1.TableColumnDefinition{nameColumn, {Name: "Data", Type: "string", Description: "Number of keys."}, ageColumn}
-	case "Secret":
-		return []metav1.TableColumnDefinition{nameColumn, {Name: "Type", Type: "string"}, {Name: "Data", Type: "string"}, ageColumn}
-	}
-	return []metav1.TableColumnDefinition{nameColumn, ageColumn}
+func stringColumn(name, description string) metav1.TableColumnDefinition {
+	return metav1.TableColumnDefinition{Name: name, Type: "string", Description: description}
 }
 
-func (h *handler) cells(obj runtime.Object) []any {
-	m, _ := meta.Accessor(obj)
-	age := translateAge(m.GetCreationTimestamp())
-	switch o := obj.(type) {
-	case *corev1.Pod:
-		ready, restarts := 0, int32(0)
-		for _, cs := range o.Status.ContainerStatuses {
-			if cs.Ready {
-				ready++
-			}
-			restarts += cs.RestartCount
-		}
-		status := string(o.Status.Phase)
-		if o.Status.Reason != "" {
-			status = o.Status.Reason
-		}
-		if status == "" {
-			status = "Pending"
-		}
-		if o.DeletionTimestamp != nil {
-			status = "Terminating"
-		}
-		ip, node := "<none>", "<none>"
-		if o.Status.PodIP != "" {
-			ip = o.Status.PodIP
-		}
-		if o.Spec.NodeName != "" {
-			node = o.Spec.NodeName
-		}
-		return []any{o.Name, fmt.Sprintf("%d/%d", ready, len(o.Spec.Containers)), status, strconv.Itoa(int(restarts)), age, ip, node}
-	case *corev1.Namespace:
-		phase := string(o.Status.Phase)
-		if phase == "" {
-			phase = string(corev1.NamespaceActive)
-		}
-		return []any{o.Name, phase, age}
-	case *corev1.ConfigMap:
-		return []any{o.Name, int64(len(o.Data) + len(o.BinaryData)), age}
-	case *corev1.Secret:
-		return []any{o.Name, string(o.Type), int64(len(o.Data)), age}
-	}
-	return []any{m.GetName(), age}
+func integerColumn(name, description string) metav1.TableColumnDefinition {
+	return metav1.TableColumnDefinition{Name: name, Type: "integer", Description: description}
 }
 
+// wide makes a column one kubectl shows only with -o wide.
+func wide(c metav1.TableColumnDefinition) metav1.TableColumnDefinition {
+	c.Priority = 1
+	return c
+}
+
+// Cell formatting shared by the printers.
+
+const (
+	cellNone    = "<none>"
+	cellUnknown = "<unknown>"
+)
+
+// translateAge is a timestamp as the age kubectl shows: "5m", "3d".
 func translateAge(t metav1.Time) string {
 	if t.IsZero() {
-		return "<unknown>"
+		return cellUnknown
 	}
 	return duration.HumanDuration(time.Since(t.Time))
+}
+
+func translateMicroAge(t metav1.MicroTime) string {
+	if t.IsZero() {
+		return cellUnknown
+	}
+	return duration.HumanDuration(time.Since(t.Time))
+}
+
+// orNone is s, or "<none>" when s is empty.
+func orNone(s string) string {
+	if s == "" {
+		return cellNone
+	}
+	return s
+}
+
+// containerCells are the CONTAINERS and IMAGES cells of a pod template.
+func containerCells(containers []corev1.Container) (names, images string) {
+	n, i := make([]string, len(containers)), make([]string, len(containers))
+	for k, c := range containers {
+		n[k], i[k] = c.Name, c.Image
+	}
+	return strings.Join(n, ","), strings.Join(i, ",")
+}
+
+// labelSelectorCell is a label selector as kubectl shows it ("<none>" when
+// it selects everything).
+func labelSelectorCell(s *metav1.LabelSelector) string {
+	sel, err := metav1.LabelSelectorAsSelector(s)
+	if err != nil {
+		return "<error>"
+	}
+	return orNone(sel.String())
+}
+
+// int32Or is *p, or def when p is nil (a field the API would have defaulted).
+func int32Or(p *int32, def int32) int32 {
+	if p == nil {
+		return def
+	}
+	return *p
 }

@@ -3,6 +3,7 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -60,6 +61,50 @@ func TestKubectl(t *testing.T) {
 			if !lines.Scan() || !strings.Contains(lines.Text(), "configmap/late") {
 				t.Fatalf("watch did not see the new configmap: %q", lines.Text())
 			}
+
+			// Declarative management: client-side apply, then updates
+			// through apply, patches of each kind, label, annotate, scale.
+			manifest := filepath.Join(t.TempDir(), "deploy.yaml")
+			writeDeployment(t, manifest, ns, 2, "nginx:1.25")
+			if out := s.mustKubectl(t, bin, "apply", "-f", manifest); !strings.Contains(out, "deployment.apps/web created") {
+				t.Fatalf("apply (create):\n%s", out)
+			}
+			writeDeployment(t, manifest, ns, 3, "nginx:1.26")
+			if out := s.mustKubectl(t, bin, "apply", "-f", manifest); !strings.Contains(out, "configured") {
+				t.Fatalf("apply (update):\n%s", out)
+			}
+			if out := s.mustKubectl(t, bin, "-n", ns, "get", "deploy", "web", "-o", "jsonpath={.spec.replicas} {.spec.template.spec.containers[0].image} {.metadata.generation}"); out != "3 nginx:1.26 2" {
+				t.Fatalf("after apply: %q", out)
+			}
+			s.mustKubectl(t, bin, "-n", ns, "label", "deploy", "web", "tier=front")
+			s.mustKubectl(t, bin, "-n", ns, "annotate", "deploy", "web", "note=hello")
+			s.mustKubectl(t, bin, "-n", ns, "patch", "deploy", "web", "--type=merge", "-p", `{"metadata":{"labels":{"merge":"yes"}}}`)
+			s.mustKubectl(t, bin, "-n", ns, "patch", "deploy", "web", "--type=json", "-p", `[{"op":"add","path":"/metadata/labels/json","value":"yes"}]`)
+			s.mustKubectl(t, bin, "-n", ns, "patch", "deploy", "web", "-p", `{"spec":{"template":{"spec":{"containers":[{"name":"web","image":"nginx:1.27"}]}}}}`)
+			s.mustKubectl(t, bin, "-n", ns, "scale", "deploy", "web", "--replicas=4")
+			if out := s.mustKubectl(t, bin, "-n", ns, "get", "deploy", "web", "-o", "jsonpath={.spec.replicas} {.spec.template.spec.containers[0].image} {.metadata.labels.tier}{.metadata.labels.merge}{.metadata.labels.json} {.metadata.annotations.note}"); out != "4 nginx:1.27 frontyesyes hello" {
+				t.Fatalf("after label, annotate, patches and scale: %q", out)
+			}
+			// Server-side apply takes over with --force-conflicts (the
+			// client-side manager owns replicas).
+			writeDeployment(t, manifest, ns, 1, "nginx:1.27")
+			if _, err := s.kubectl(t, bin, "apply", "--server-side", "-f", manifest); err == nil || !strings.Contains(err.Error(), "conflict") {
+				t.Fatalf("server-side apply over another manager's field: got %v, want a conflict", err)
+			}
+			s.mustKubectl(t, bin, "apply", "--server-side", "--force-conflicts", "-f", manifest)
+			if out := s.mustKubectl(t, bin, "-n", ns, "get", "deploy", "web", "-o", "jsonpath={.spec.replicas}"); out != "1" {
+				t.Fatalf("after forced server-side apply: replicas %q", out)
+			}
+			// Server-side dry run writes nothing.
+			s.mustKubectl(t, bin, "-n", ns, "create", "configmap", "dry", "--dry-run=server")
+			if _, err := s.kubectl(t, bin, "-n", ns, "get", "cm", "dry"); err == nil {
+				t.Fatal("a server-side dry-run create was stored")
+			}
+			if out := s.mustKubectl(t, bin, "explain", "deployment.spec.replicas"); !strings.Contains(out, "integer") {
+				t.Fatalf("explain:\n%s", out)
+			}
+			s.mustKubectl(t, bin, "-n", ns, "delete", "deploy", "web", "--cascade=foreground")
+			s.mustKubectl(t, bin, "-n", ns, "wait", "--for=delete", "deploy/web", "--timeout=30s")
 
 			s.mustKubectl(t, bin, "-n", ns, "delete", "configmap", "cfg", "late")
 			if _, err := s.kubectl(t, bin, "-n", ns, "get", "cm", "cfg"); err == nil || !strings.Contains(err.Error(), "NotFound") {
@@ -127,4 +172,28 @@ func replaceField(yaml, key, value string) string {
 		}
 	}
 	return strings.Join(lines, "\n")
+}
+
+// writeDeployment writes a Deployment manifest named web.
+func writeDeployment(t *testing.T, path, ns string, replicas int, image string) {
+	t.Helper()
+	m := fmt.Sprintf(`apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+  namespace: %s
+  labels: {app: web}
+spec:
+  replicas: %d
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers:
+      - name: web
+        image: %s
+`, ns, replicas, image)
+	if err := os.WriteFile(path, []byte(m), 0o600); err != nil {
+		t.Fatal(err)
+	}
 }
