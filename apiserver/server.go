@@ -142,6 +142,9 @@ func (s *Server) routes() *echo.Echo {
 		e.GET(p, func(c echo.Context) error { return c.String(http.StatusOK, "ok") })
 	}
 	e.GET("/readyz", s.readyz)
+	// The storage layer's metrics (watch caches, fan-out, list latency by
+	// source, etcd request latency); authenticated like the API.
+	e.GET("/metrics", echo.WrapHandler(sqlstorage.MetricsHandler()))
 	e.GET("/version", s.version)
 	e.GET("/openapi/v2", s.openAPIV2)
 	e.GET("/openapi/v3", s.openAPIV3Index)

@@ -29,7 +29,7 @@ import (
 
 // newServer starts the API server on a fresh SQLite database, storage
 // in-process, and returns a client config for it.
-func newServer(t *testing.T) *rest.Config {
+func newServer(t testing.TB) *rest.Config {
 	t.Helper()
 	ctx := context.Background()
 	be, err := sqlstore.Open(ctx, sqlstore.Options{DSN: "sqlite://" + filepath.Join(t.TempDir(), "state.db"), Logger: zerolog.Nop()})

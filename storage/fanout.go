@@ -372,10 +372,22 @@ func (f *Fanout) Watch(ctx context.Context, key string, opts k8sstorage.ListOpti
 		lopts.SendInitialEvents = nil
 		lopts.Predicate.Limit, lopts.Predicate.Continue = 0, ""
 		lopts.Predicate.AllowWatchBookmarks = false
-		if lopts.ResourceVersion != "" && lopts.ResourceVersion != "0" {
-			lopts.ResourceVersionMatch = metav1.ResourceVersionMatchNotOlderThan
-		} else {
+		switch lopts.ResourceVersion {
+		case "":
 			lopts.ResourceVersionMatch = ""
+		case "0":
+			// "Any" state would do, but the watch cache may lag the ring,
+			// which follows the store: start from the store's current
+			// revision, as fresh as a watch from "" (kube-apiserver's
+			// watch cache is as likely to be current when it answers).
+			cur, err := f.o.Source.GetCurrentResourceVersion(ctx)
+			if err != nil {
+				return nil, err
+			}
+			lopts.ResourceVersion = strconv.FormatUint(cur, 10)
+			lopts.ResourceVersionMatch = metav1.ResourceVersionMatchNotOlderThan
+		default:
+			lopts.ResourceVersionMatch = metav1.ResourceVersionMatchNotOlderThan
 		}
 		if err := f.o.Source.GetList(ctx, key, lopts, list); err != nil {
 			return nil, err
