@@ -87,7 +87,15 @@ type server struct {
 // and waits until it has written its kubeconfig and reports ready.
 func startServer(t *testing.T, dataDir string) *server {
 	t.Helper()
-	cmd := exec.Command(sqlkubeBin, "server", "--data-dir", dataDir, "--secure-port", "0", "--log-format", "json")
+	return startCommand(t, dataDir, "server")
+}
+
+// startCommand starts `sqlkube SUBCOMMAND ARGS...` (server or apiserver)
+// on a free port with its data in dataDir, and waits until it serves.
+func startCommand(t *testing.T, dataDir string, args ...string) *server {
+	t.Helper()
+	args = append(args, "--data-dir", dataDir, "--secure-port", "0", "--log-format", "json")
+	cmd := exec.Command(sqlkubeBin, args...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

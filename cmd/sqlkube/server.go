@@ -5,17 +5,21 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"go.etcd.io/etcd/client/v3/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	certutil "k8s.io/client-go/util/cert"
@@ -27,13 +31,32 @@ import (
 	"github.com/sqlkube/sqlkube/storage"
 )
 
+// apiFlags configure the Kubernetes API endpoint of `sqlkube server` and
+// `sqlkube apiserver`.
+type apiFlags struct {
+	dataDir      string
+	bindAddress  string
+	securePort   int
+	tlsSANs      []string
+	tlsCertFile  string
+	tlsKeyFile   string
+	clientCAFile string
+}
+
+func addAPIFlags(fl *pflag.FlagSet, f *apiFlags) {
+	fl.StringVar(&f.dataDir, "data-dir", "./sqlkube-data", "directory for the database, certificates and the admin kubeconfig")
+	fl.StringVar(&f.bindAddress, "bind-address", "127.0.0.1", "address to serve the Kubernetes API on")
+	fl.IntVar(&f.securePort, "secure-port", 6443, "HTTPS port of the Kubernetes API (0: any free port)")
+	fl.StringSliceVar(&f.tlsSANs, "tls-san", nil, "extra host names or IPs for the generated serving certificate")
+	fl.StringVar(&f.tlsCertFile, "tls-cert-file", "", "serving certificate (default: generated under DATA_DIR/tls)")
+	fl.StringVar(&f.tlsKeyFile, "tls-private-key-file", "", "serving key, with --tls-cert-file")
+	fl.StringVar(&f.clientCAFile, "client-ca-file", "", "CA bundle that verifies client certificates (default: the generated client CA)")
+}
+
 type serverFlags struct {
-	dataDir           string
+	api               apiFlags
 	datastore         string
-	bindAddress       string
-	securePort        int
 	etcdListenAddress string
-	tlsSANs           []string
 }
 
 func newServerCommand(lf *logFlags) *cobra.Command {
@@ -51,34 +74,65 @@ func newServerCommand(lf *logFlags) *cobra.Command {
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.dataDir, "data-dir", "./sqlkube-data", "directory for the database, certificates and the admin kubeconfig")
+	addAPIFlags(fl, &f.api)
 	fl.StringVar(&f.datastore, "datastore", "", "datastore DSN (default: sqlite://DATA_DIR/state.db)")
-	fl.StringVar(&f.bindAddress, "bind-address", "127.0.0.1", "address to serve the Kubernetes API on")
-	fl.IntVar(&f.securePort, "secure-port", 6443, "HTTPS port of the Kubernetes API (0: any free port)")
 	fl.StringVar(&f.etcdListenAddress, "etcd-listen-address", "", "also serve the etcd API here for other tools (empty: off)")
-	fl.StringSliceVar(&f.tlsSANs, "tls-san", nil, "extra host names or IPs for the serving certificate")
 	return cmd
 }
 
-// runServer runs `sqlkube server` until ctx ends or SIGINT/SIGTERM.
-func runServer(ctx context.Context, f *serverFlags, log zerolog.Logger, out interface{ Write([]byte) (int, error) }) error {
+type apiserverFlags struct {
+	api         apiFlags
+	datastore   string
+	etcdServers []string
+	etcdCAFile  string
+	etcdCert    string
+	etcdKey     string
+}
+
+func newAPIServerCommand(lf *logFlags) *cobra.Command {
+	f := &apiserverFlags{}
+	cmd := &cobra.Command{
+		Use:   "apiserver",
+		Short: "Run the Kubernetes API server alone, on an etcd endpoint or straight on a shared database",
+		Long: "Run the Kubernetes API server alone: on --etcd-servers (a `sqlkube etcd` or a real etcd), or with\n" +
+			"--datastore on a database in-process; several may share one PostgreSQL or MySQL database.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log, err := stderrLogger(lf)
+			if err != nil {
+				return err
+			}
+			return runAPIServer(cmd.Context(), f, log, cmd.OutOrStdout())
+		},
+	}
+	fl := cmd.Flags()
+	addAPIFlags(fl, &f.api)
+	fl.StringVar(&f.datastore, "datastore", "", "serve storage in-process on this datastore DSN")
+	fl.StringSliceVar(&f.etcdServers, "etcd-servers", nil, "etcd endpoints (https://host:2379,...) to store in")
+	fl.StringVar(&f.etcdCAFile, "etcd-cafile", "", "CA that verifies the etcd servers")
+	fl.StringVar(&f.etcdCert, "etcd-certfile", "", "client certificate for etcd")
+	fl.StringVar(&f.etcdKey, "etcd-keyfile", "", "client key for etcd")
+	return cmd
+}
+
+func signalContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
+	return signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
+}
+
+// runServer runs `sqlkube server` until ctx ends or SIGINT/SIGTERM.
+func runServer(ctx context.Context, f *serverFlags, log zerolog.Logger, out io.Writer) error {
+	ctx, stop := signalContext(ctx)
 	defer stop()
 	start := time.Now()
-
-	if err := os.MkdirAll(f.dataDir, 0o700); err != nil {
+	if err := os.MkdirAll(f.api.dataDir, 0o700); err != nil {
 		return fmt.Errorf("create --data-dir: %w", err)
-	}
-	files, err := pki.Ensure(filepath.Join(f.dataDir, "tls"), pki.Options{Hosts: append(f.tlsSANs, f.bindAddress)})
-	if err != nil {
-		return fmt.Errorf("certificates: %w", err)
 	}
 	dsn := f.datastore
 	if dsn == "" {
-		dsn = "sqlite://" + filepath.Join(f.dataDir, "state.db")
+		dsn = "sqlite://" + filepath.Join(f.api.dataDir, "state.db")
 	}
 	store, err := sqlstore.Open(ctx, sqlstore.Options{DSN: dsn, Logger: log})
 	if err != nil {
@@ -97,7 +151,77 @@ func runServer(ctx context.Context, f *serverFlags, log zerolog.Logger, out inte
 	}
 	client := storage.Local(etcd)
 	defer client.Close()
+	return serveAPI(ctx, &f.api, client, store.Describe(), start, log, out)
+}
 
+// runAPIServer runs `sqlkube apiserver`.
+func runAPIServer(ctx context.Context, f *apiserverFlags, log zerolog.Logger, out io.Writer) error {
+	ctx, stop := signalContext(ctx)
+	defer stop()
+	start := time.Now()
+	if (f.datastore == "") == (len(f.etcdServers) == 0) {
+		return errors.New("give exactly one of --datastore and --etcd-servers")
+	}
+	if err := os.MkdirAll(f.api.dataDir, 0o700); err != nil {
+		return fmt.Errorf("create --data-dir: %w", err)
+	}
+	if f.datastore != "" {
+		store, err := sqlstore.Open(ctx, sqlstore.Options{DSN: f.datastore, Logger: log})
+		if err != nil {
+			return err
+		}
+		defer store.Close()
+		etcd := etcdshim.New(etcdshim.Options{Backend: store, Logger: log, ClusterKey: store.Describe()})
+		defer etcd.Stop(5 * time.Second)
+		client := storage.Local(etcd)
+		defer client.Close()
+		return serveAPI(ctx, &f.api, client, store.Describe(), start, log, out)
+	}
+	var tlsCfg *tls.Config
+	if f.etcdCAFile != "" || f.etcdCert != "" {
+		tlsCfg = &tls.Config{MinVersion: tls.VersionTLS12}
+		if f.etcdCAFile != "" {
+			pool, err := certutil.NewPool(f.etcdCAFile)
+			if err != nil {
+				return fmt.Errorf("--etcd-cafile: %w", err)
+			}
+			tlsCfg.RootCAs = pool
+		}
+		if f.etcdCert != "" {
+			pair, err := tls.LoadX509KeyPair(f.etcdCert, f.etcdKey)
+			if err != nil {
+				return fmt.Errorf("--etcd-certfile/--etcd-keyfile: %w", err)
+			}
+			tlsCfg.Certificates = []tls.Certificate{pair}
+		}
+	}
+	client, err := storage.Remote(storage.RemoteConfig{Endpoints: f.etcdServers, TLS: tlsCfg})
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+	return serveAPI(ctx, &f.api, client, strings.Join(f.etcdServers, ","), start, log, out)
+}
+
+// serveAPI serves the Kubernetes API over client until ctx ends: TLS from
+// the operator's files or the generated PKI, the admin kubeconfig when the
+// PKI is ours, a clean shutdown (watches end, other requests finish).
+func serveAPI(ctx context.Context, f *apiFlags, client *kubernetes.Client, storageDesc string, start time.Time, log zerolog.Logger, out io.Writer) error {
+	files, err := pki.Ensure(filepath.Join(f.dataDir, "tls"), pki.Options{Hosts: append(f.tlsSANs, f.bindAddress)})
+	if err != nil {
+		return fmt.Errorf("certificates: %w", err)
+	}
+	certFile, keyFile, clientCAFile := files.ServingCert, files.ServingKey, files.ClientCACert
+	ownPKI := f.tlsCertFile == "" && f.clientCAFile == ""
+	if f.tlsCertFile != "" || f.tlsKeyFile != "" {
+		if f.tlsCertFile == "" || f.tlsKeyFile == "" {
+			return errors.New("--tls-cert-file and --tls-private-key-file go together")
+		}
+		certFile, keyFile = f.tlsCertFile, f.tlsKeyFile
+	}
+	if f.clientCAFile != "" {
+		clientCAFile = f.clientCAFile
+	}
 	api, err := apiserver.New(apiserver.Config{Client: client, Logger: log, Authenticate: true})
 	if err != nil {
 		return err
@@ -106,12 +230,11 @@ func runServer(ctx context.Context, f *serverFlags, log zerolog.Logger, out inte
 	if err := api.Bootstrap(ctx); err != nil {
 		return fmt.Errorf("bootstrap: %w", err)
 	}
-
-	serving, err := tls.LoadX509KeyPair(files.ServingCert, files.ServingKey)
+	serving, err := tls.LoadX509KeyPair(certFile, keyFile)
 	if err != nil {
 		return err
 	}
-	clientCAs, err := certutil.NewPool(files.ClientCACert)
+	clientCAs, err := certutil.NewPool(clientCAFile)
 	if err != nil {
 		return err
 	}
@@ -130,13 +253,15 @@ func runServer(ctx context.Context, f *serverFlags, log zerolog.Logger, out inte
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- hs.ServeTLS(l, "", "") }()
 	url := "https://" + l.Addr().String()
-
-	kubeconfig := filepath.Join(f.dataDir, "kubeconfig")
-	if err := writeKubeconfig(kubeconfig, url, files); err != nil {
-		return err
+	fmt.Fprintf(out, "sqlkube server: Kubernetes API on %s\n", url)
+	if ownPKI {
+		kubeconfig := filepath.Join(f.dataDir, "kubeconfig")
+		if err := writeKubeconfig(kubeconfig, url, files); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "Admin kubeconfig: %s\n  export KUBECONFIG=%s\n", kubeconfig, kubeconfig)
 	}
-	fmt.Fprintf(out, "sqlkube server: Kubernetes API on %s\nAdmin kubeconfig: %s\n  export KUBECONFIG=%s\n", url, kubeconfig, kubeconfig)
-	log.Info().Str("address", url).Str("datastore", store.Describe()).Dur("startup", time.Since(start)).Msg("serving Kubernetes API")
+	log.Info().Str("address", url).Str("storage", storageDesc).Dur("startup", time.Since(start)).Msg("serving Kubernetes API")
 
 	select {
 	case <-ctx.Done():

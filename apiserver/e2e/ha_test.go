@@ -1,0 +1,61 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/sqlkube/sqlkube/etcdshim/sqlstore/sqltest"
+)
+
+// TestAPIServer_SharedDatabase runs two `sqlkube apiserver --datastore`
+// on one PostgreSQL (and one MySQL) database, as an HA deployment does:
+// what one writes the other reads, and a watch on one sees writes made
+// through the other.
+func TestAPIServer_SharedDatabase(t *testing.T) {
+	bin := kubectls(t)["kubectl"]
+	for _, b := range sqltest.Backends() {
+		if b.Name == sqltest.SQLite {
+			continue
+		}
+		t.Run(b.Name, func(t *testing.T) {
+			dsn := b.NewDSN(t)
+			one := startCommand(t, t.TempDir(), "apiserver", "--datastore", dsn)
+			two := startCommand(t, t.TempDir(), "apiserver", "--datastore", dsn)
+
+			// An object listed before the watch starts, so that the watch
+			// is known to be running once it is printed.
+			one.mustKubectl(t, bin, "create", "configmap", "before")
+			ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
+			defer cancel()
+			w := exec.CommandContext(ctx, bin, "get", "cm", "-w", "-o", "name")
+			w.Env = append(os.Environ(), "KUBECONFIG="+two.kubeconfig, "HOME="+t.TempDir())
+			out, err := w.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := w.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = w.Process.Kill(); _ = w.Wait() }()
+			lines := bufio.NewScanner(out)
+			if !lines.Scan() || !strings.Contains(lines.Text(), "configmap/before") {
+				t.Fatalf("the watch did not list the first configmap: %q", lines.Text())
+			}
+
+			one.mustKubectl(t, bin, "create", "configmap", "shared", "--from-literal=k=v")
+			if got := two.mustKubectl(t, bin, "get", "cm", "shared", "-o", "jsonpath={.data.k}"); got != "v" {
+				t.Fatalf("the second API server reads %q", got)
+			}
+			for lines.Scan() {
+				if strings.Contains(lines.Text(), "configmap/shared") {
+					return
+				}
+			}
+			t.Fatalf("the watch on the second API server never saw the configmap created through the first")
+		})
+	}
+}
