@@ -124,6 +124,9 @@ func (h *handler) patch() error {
 	if err != nil {
 		return h.fail(storeerr.InterpretUpdateError(err, h.r.GroupResource(), h.info.Name))
 	}
+	if out, err = h.finishDeletion(out); err != nil {
+		return h.fail(err)
+	}
 	return h.respond(http.StatusOK, out)
 }
 

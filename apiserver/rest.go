@@ -323,6 +323,9 @@ func (h *handler) update() error {
 	if err != nil {
 		return h.fail(storeerr.InterpretUpdateError(err, h.r.GroupResource(), h.info.Name))
 	}
+	if out, err = h.finishDeletion(out); err != nil {
+		return h.fail(err)
+	}
 	return h.respond(http.StatusOK, out)
 }
 
@@ -420,9 +423,9 @@ func (h *handler) delete() error {
 		}
 		return h.respond(http.StatusOK, existing)
 	}
-	out := h.r.New()
-	if err := h.st.Delete(h.ctx, h.key(), out, pre, k8sstorage.ValidateAllObjectFunc, nil, k8sstorage.DeleteOptions{}); err != nil {
-		return h.fail(storeerr.InterpretDeleteError(err, h.r.GroupResource(), h.info.Name))
+	out, err := h.gracefulDelete(opts, pre)
+	if err != nil {
+		return h.fail(err)
 	}
 	return h.respond(http.StatusOK, out)
 }

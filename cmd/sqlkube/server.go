@@ -253,12 +253,15 @@ func serveAPI(ctx context.Context, f *apiFlags, client *kubernetes.Client, stora
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- hs.ServeTLS(l, "", "") }()
 	url := "https://" + l.Addr().String()
-	fmt.Fprintf(out, "sqlkube server: Kubernetes API on %s\n", url)
+	// The kubeconfig is in place before the address is announced.
+	kubeconfig := filepath.Join(f.dataDir, "kubeconfig")
 	if ownPKI {
-		kubeconfig := filepath.Join(f.dataDir, "kubeconfig")
 		if err := writeKubeconfig(kubeconfig, url, files); err != nil {
 			return err
 		}
+	}
+	fmt.Fprintf(out, "sqlkube server: Kubernetes API on %s\n", url)
+	if ownPKI {
 		fmt.Fprintf(out, "Admin kubeconfig: %s\n  export KUBECONFIG=%s\n", kubeconfig, kubeconfig)
 	}
 	log.Info().Str("address", url).Str("storage", storageDesc).Dur("startup", time.Since(start)).Msg("serving Kubernetes API")
