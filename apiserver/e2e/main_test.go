@@ -92,7 +92,7 @@ func startServer(t *testing.T, dataDir string) *server {
 
 // startCommand starts `sqlkube SUBCOMMAND ARGS...` (server or apiserver)
 // on a free port with its data in dataDir, and waits until it serves.
-func startCommand(t *testing.T, dataDir string, args ...string) *server {
+func startCommand(t testing.TB, dataDir string, args ...string) *server {
 	t.Helper()
 	args = append(args, "--data-dir", dataDir, "--secure-port", "0", "--log-format", "json")
 	cmd := exec.Command(sqlkubeBin, args...)
@@ -129,7 +129,7 @@ func startCommand(t *testing.T, dataDir string, args ...string) *server {
 }
 
 // stop sends SIGTERM and waits for a clean exit.
-func (s *server) stop(t *testing.T) {
+func (s *server) stop(t testing.TB) {
 	t.Helper()
 	if s.cmd.ProcessState != nil {
 		return
