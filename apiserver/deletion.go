@@ -72,6 +72,7 @@ func (h *handler) gracefulDelete(opts metav1.DeleteOptions, pre *k8sstorage.Prec
 		if err := h.st.Delete(h.ctx, h.key(), deleted, pre, k8sstorage.ValidateAllObjectFunc, nil, k8sstorage.DeleteOptions{}); err != nil {
 			return nil, storeerr.InterpretDeleteError(err, h.r.GroupResource(), h.info.Name)
 		}
+		h.releaseService(deleted)
 		return deleted, nil
 	}
 	if err != nil {
@@ -123,6 +124,9 @@ func (h *handler) finishDeletion(obj runtime.Object) (runtime.Object, error) {
 	err = h.st.Delete(h.ctx, h.key(), deleted, &k8sstorage.Preconditions{ResourceVersion: &rv}, k8sstorage.ValidateAllObjectFunc, nil, k8sstorage.DeleteOptions{})
 	if err != nil && !k8sstorage.IsNotFound(err) && !k8sstorage.IsConflict(err) {
 		return nil, storeerr.InterpretDeleteError(err, h.r.GroupResource(), h.info.Name)
+	}
+	if err == nil {
+		h.releaseService(deleted)
 	}
 	return obj, nil
 }

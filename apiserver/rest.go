@@ -268,7 +268,12 @@ func (h *handler) create() error {
 		return h.fail(err)
 	}
 	m, _ = meta.Accessor(obj)
+	undo, err := h.allocateService(obj)
+	if err != nil {
+		return h.fail(err)
+	}
 	if isDryRun(opts.DryRun) {
+		defer undo()
 		// Nothing is written: answer as the create would, without a
 		// resourceVersion, unless the name is taken.
 		if err := h.st.Get(h.ctx, h.r.key(m.GetNamespace(), m.GetName()), k8sstorage.GetOptions{}, h.r.New()); err == nil {
@@ -278,6 +283,7 @@ func (h *handler) create() error {
 	}
 	out := h.r.New()
 	if err := h.st.Create(h.ctx, h.r.key(m.GetNamespace(), m.GetName()), obj, out, 0); err != nil {
+		undo()
 		return h.fail(storeerr.InterpretCreateError(err, h.r.GroupResource(), m.GetName()))
 	}
 	return h.respond(http.StatusCreated, out)
@@ -381,6 +387,9 @@ func (h *handler) prepareUpdate(existing, updated runtime.Object) (runtime.Objec
 		if err := copyField(existing, updated, "Status"); err != nil {
 			return nil, nil, err
 		}
+	}
+	if err := keepServiceAllocations(existing, updated); err != nil {
+		return nil, nil, err
 	}
 	newMeta.SetUID(oldMeta.GetUID())
 	newMeta.SetCreationTimestamp(oldMeta.GetCreationTimestamp())

@@ -25,6 +25,10 @@ type Config struct {
 	Logger zerolog.Logger
 	// Version is reported at /version (default: the k8s.io/api version).
 	Version string
+	// ServiceClusterIPRange and ServiceNodePortRange are where services'
+	// cluster IPs and node ports come from (defaults
+	// DefaultServiceClusterIPRange, DefaultServiceNodePortRange).
+	ServiceClusterIPRange, ServiceNodePortRange string
 	// Authenticate requires a verified client certificate for everything
 	// but /healthz, /livez, /readyz and /version (401 otherwise).
 	Authenticate bool
@@ -42,7 +46,9 @@ type Server struct {
 	stopping  chan struct{}
 	stopOnce  sync.Once
 	compactor sqlstorage.StoppableCompactor
-	openapi   *openapi.Builder
+	// clusterIPs and nodePorts hand out services' addresses and ports.
+	clusterIPs, nodePorts *reservations
+	openapi               *openapi.Builder
 	// v2Proto is /openapi/v2 in protobuf, made on first request.
 	v2ProtoOnce sync.Once
 	v2Proto     []byte
@@ -61,6 +67,20 @@ func New(cfg Config) (*Server, error) {
 		cfg.Version = "v1.34.2"
 	}
 	s := &Server{cfg: cfg, registry: NewRegistry(append(coreResources(), groupResources()...)...), storages: map[*Resource]k8sstorage.Interface{}, stopping: make(chan struct{})}
+	if cfg.ServiceClusterIPRange == "" {
+		cfg.ServiceClusterIPRange = DefaultServiceClusterIPRange
+	}
+	if cfg.ServiceNodePortRange == "" {
+		cfg.ServiceNodePortRange = DefaultServiceNodePortRange
+	}
+	var err error
+	if s.clusterIPs, err = newClusterIPs(cfg.Client.Client, cfg.ServiceClusterIPRange); err != nil {
+		return nil, fmt.Errorf("apiserver: %w", err)
+	}
+	if s.nodePorts, err = newNodePorts(cfg.Client.Client, cfg.ServiceNodePortRange); err != nil {
+		return nil, fmt.Errorf("apiserver: %w", err)
+	}
+	s.cfg = cfg
 	s.compactor = sqlstorage.NewCompactor(cfg.Client, 0)
 	s.stops = append(s.stops, s.compactor.Stop)
 	for _, r := range s.registry.Resources() {
@@ -71,7 +91,6 @@ func New(cfg Config) (*Server, error) {
 		}
 		s.storages[r] = st
 	}
-	var err error
 	if s.openapi, err = s.newOpenAPI(); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("apiserver: openapi: %w", err)

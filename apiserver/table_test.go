@@ -305,7 +305,8 @@ func TestTable_Services(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "lb"},
 		Spec: corev1.ServiceSpec{
 			Type: corev1.ServiceTypeLoadBalancer, ClusterIP: "10.96.0.50", ClusterIPs: []string{"10.96.0.50"},
-			Ports: []corev1.ServicePort{{Port: 443, Protocol: corev1.ProtocolTCP}},
+			AllocateLoadBalancerNodePorts: ptrBool(false),
+			Ports:                         []corev1.ServicePort{{Port: 443, Protocol: corev1.ProtocolTCP}},
 		},
 	}, {
 		ObjectMeta: metav1.ObjectMeta{Name: "ext"},
@@ -527,3 +528,5 @@ func TestTable_EveryKind(t *testing.T) {
 		t.Fatalf("only %d resources discovered", seen)
 	}
 }
+
+func ptrBool(b bool) *bool { return &b }

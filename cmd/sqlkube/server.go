@@ -41,6 +41,8 @@ type apiFlags struct {
 	tlsCertFile  string
 	tlsKeyFile   string
 	clientCAFile string
+	serviceIPs   string
+	nodePorts    string
 }
 
 func addAPIFlags(fl *pflag.FlagSet, f *apiFlags) {
@@ -51,6 +53,8 @@ func addAPIFlags(fl *pflag.FlagSet, f *apiFlags) {
 	fl.StringVar(&f.tlsCertFile, "tls-cert-file", "", "serving certificate (default: generated under DATA_DIR/tls)")
 	fl.StringVar(&f.tlsKeyFile, "tls-private-key-file", "", "serving key, with --tls-cert-file")
 	fl.StringVar(&f.clientCAFile, "client-ca-file", "", "CA bundle that verifies client certificates (default: the generated client CA)")
+	fl.StringVar(&f.serviceIPs, "service-cluster-ip-range", apiserver.DefaultServiceClusterIPRange, "CIDR services' cluster IPs come from")
+	fl.StringVar(&f.nodePorts, "service-node-port-range", apiserver.DefaultServiceNodePortRange, "port range NodePort services' ports come from")
 }
 
 type serverFlags struct {
@@ -222,7 +226,10 @@ func serveAPI(ctx context.Context, f *apiFlags, client *kubernetes.Client, stora
 	if f.clientCAFile != "" {
 		clientCAFile = f.clientCAFile
 	}
-	api, err := apiserver.New(apiserver.Config{Client: client, Logger: log, Authenticate: true})
+	api, err := apiserver.New(apiserver.Config{
+		Client: client, Logger: log, Authenticate: true,
+		ServiceClusterIPRange: f.serviceIPs, ServiceNodePortRange: f.nodePorts,
+	})
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,138 @@
+package apiserver
+
+import (
+	"context"
+	"fmt"
+	"math/big"
+	"math/rand/v2"
+	"net"
+	"strconv"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Defaults of the service address ranges (kubeadm's cluster IP range, the
+// Kubernetes node port range).
+const (
+	DefaultServiceClusterIPRange = "10.96.0.0/12"
+	DefaultServiceNodePortRange  = "30000-32767"
+)
+
+// reservations hands out unique values (service cluster IPs, node ports)
+// by creating one etcd key per value in a transaction that succeeds only
+// if the key does not exist, so API servers sharing a database never hand
+// out the same value twice. Releasing deletes the key.
+type reservations struct {
+	client *clientv3.Client
+	prefix string
+	size   int64
+	value  func(i int64) string // the i-th value of the range
+	index  func(v string) (int64, bool)
+}
+
+func (r *reservations) key(v string) string { return r.prefix + v }
+
+// reserve claims v for owner; false if it is taken.
+func (r *reservations) reserve(ctx context.Context, v, owner string) (bool, error) {
+	resp, err := r.client.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(r.key(v)), "=", 0)).
+		Then(clientv3.OpPut(r.key(v), owner)).Commit()
+	if err != nil {
+		return false, err
+	}
+	return resp.Succeeded, nil
+}
+
+// allocate claims the requested value (which must be in the range and
+// free) or, if none is requested, a free one.
+func (r *reservations) allocate(ctx context.Context, requested, owner string) (string, error) {
+	if requested != "" {
+		if _, ok := r.index(requested); !ok {
+			return "", fmt.Errorf("%s is not in the range", requested)
+		}
+		ok, err := r.reserve(ctx, requested, owner)
+		if err != nil {
+			return "", err
+		}
+		if !ok {
+			return "", fmt.Errorf("%s is already allocated", requested)
+		}
+		return requested, nil
+	}
+	taken := map[string]bool{}
+	resp, err := r.client.Get(ctx, r.prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	if err != nil {
+		return "", err
+	}
+	for _, kv := range resp.Kvs {
+		taken[string(kv.Key[len(r.prefix):])] = true
+	}
+	start := rand.Int64N(r.size)
+	for i := range r.size {
+		v := r.value((start + i) % r.size)
+		if taken[v] {
+			continue
+		}
+		ok, err := r.reserve(ctx, v, owner)
+		if err != nil {
+			return "", err
+		}
+		if ok {
+			return v, nil
+		}
+	}
+	return "", fmt.Errorf("the range is full")
+}
+
+func (r *reservations) release(ctx context.Context, v string) error {
+	_, err := r.client.Delete(ctx, r.key(v))
+	return err
+}
+
+// newClusterIPs reserves addresses of cidr, except its network and
+// broadcast addresses (IPv4).
+func newClusterIPs(client *clientv3.Client, cidr string) (*reservations, error) {
+	ip, network, err := net.ParseCIDR(cidr)
+	if err != nil || ip.To4() == nil {
+		return nil, fmt.Errorf("invalid IPv4 service cluster IP range %q", cidr)
+	}
+	ones, bits := network.Mask.Size()
+	size := int64(1)<<(bits-ones) - 2
+	if size < 1 {
+		return nil, fmt.Errorf("service cluster IP range %q is too small", cidr)
+	}
+	base := new(big.Int).SetBytes(network.IP.To4())
+	return &reservations{
+		client: client, prefix: "/registry/sqlkube/serviceips/", size: size,
+		value: func(i int64) string {
+			n := new(big.Int).Add(base, big.NewInt(i+1)).Bytes()
+			out := make(net.IP, 4)
+			copy(out[4-len(n):], n)
+			return out.String()
+		},
+		index: func(v string) (int64, bool) {
+			p := net.ParseIP(v).To4()
+			if p == nil || !network.Contains(p) {
+				return 0, false
+			}
+			i := new(big.Int).Sub(new(big.Int).SetBytes(p), base).Int64() - 1
+			return i, i >= 0 && i < size
+		},
+	}, nil
+}
+
+// newNodePorts reserves ports of "low-high".
+func newNodePorts(client *clientv3.Client, portRange string) (*reservations, error) {
+	var low, high int64
+	if _, err := fmt.Sscanf(portRange, "%d-%d", &low, &high); err != nil || low < 1 || high > 65535 || low > high {
+		return nil, fmt.Errorf("invalid service node port range %q", portRange)
+	}
+	return &reservations{
+		client: client, prefix: "/registry/sqlkube/nodeports/", size: high - low + 1,
+		value: func(i int64) string { return strconv.FormatInt(low+i, 10) },
+		index: func(v string) (int64, bool) {
+			p, err := strconv.ParseInt(v, 10, 64)
+			return p - low, err == nil && p >= low && p <= high
+		},
+	}, nil
+}
