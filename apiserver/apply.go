@@ -2,7 +2,6 @@ package apiserver
 
 import (
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -95,12 +94,9 @@ func isApply(contentType string) bool {
 // object is created.
 func (h *handler) serverSideApply() error {
 	req := h.c.Request()
-	body, err := io.ReadAll(io.LimitReader(req.Body, maxBodyBytes+1))
+	body, err := h.readBody()
 	if err != nil {
-		return h.fail(apierrors.NewBadRequest("reading the request body: " + err.Error()))
-	}
-	if len(body) > maxBodyBytes {
-		return h.fail(apierrors.NewRequestEntityTooLargeError(fmt.Sprintf("limit is %d bytes", maxBodyBytes)))
+		return h.fail(err)
 	}
 	var opts metav1.PatchOptions
 	if err := parameterCodec.DecodeParameters(req.URL.Query(), metaGV, &opts); err != nil {

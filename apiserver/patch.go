@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -71,12 +70,9 @@ func (h *handler) patch() error {
 	if err != nil {
 		return h.fail(err)
 	}
-	body, err := io.ReadAll(io.LimitReader(req.Body, maxBodyBytes+1))
+	body, err := h.readBody()
 	if err != nil {
-		return h.fail(apierrors.NewBadRequest("reading the request body: " + err.Error()))
-	}
-	if len(body) > maxBodyBytes {
-		return h.fail(apierrors.NewRequestEntityTooLargeError(fmt.Sprintf("limit is %d bytes", maxBodyBytes)))
+		return h.fail(err)
 	}
 
 	var opts metav1.PatchOptions

@@ -205,16 +205,26 @@ func (h *handler) list(watching bool) error {
 	return h.respond(http.StatusOK, list)
 }
 
-// decodeBody reads and decodes a request body into a new object of the
-// resource, checking its kind.
-func (h *handler) decodeBody() (runtime.Object, error) {
-	req := h.c.Request()
-	body, err := io.ReadAll(io.LimitReader(req.Body, maxBodyBytes+1))
+// readBody reads the request body: 400 if it cannot be read, 413 beyond
+// maxBodyBytes.
+func (h *handler) readBody() ([]byte, error) {
+	body, err := io.ReadAll(io.LimitReader(h.c.Request().Body, maxBodyBytes+1))
 	if err != nil {
 		return nil, apierrors.NewBadRequest("reading the request body: " + err.Error())
 	}
 	if len(body) > maxBodyBytes {
 		return nil, apierrors.NewRequestEntityTooLargeError(fmt.Sprintf("limit is %d bytes", maxBodyBytes))
+	}
+	return body, nil
+}
+
+// decodeBody reads and decodes a request body into a new object of the
+// resource, checking its kind.
+func (h *handler) decodeBody() (runtime.Object, error) {
+	req := h.c.Request()
+	body, err := h.readBody()
+	if err != nil {
+		return nil, err
 	}
 	mediaType := req.Header.Get(echo.HeaderContentType)
 	if mediaType == "" {
@@ -443,12 +453,9 @@ func (h *handler) delete() error {
 // query.
 func (h *handler) decodeDeleteOptions(opts *metav1.DeleteOptions) error {
 	req := h.c.Request()
-	body, err := io.ReadAll(io.LimitReader(req.Body, maxBodyBytes+1))
+	body, err := h.readBody()
 	if err != nil {
-		return apierrors.NewBadRequest(err.Error())
-	}
-	if len(body) > maxBodyBytes {
-		return apierrors.NewRequestEntityTooLargeError(fmt.Sprintf("limit is %d bytes", maxBodyBytes))
+		return err
 	}
 	if len(strings.TrimSpace(string(body))) > 0 {
 		if _, _, err := Codecs.UniversalDecoder(metav1.SchemeGroupVersion).Decode(body, nil, opts); err != nil {

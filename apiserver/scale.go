@@ -3,7 +3,6 @@ package apiserver
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"reflect"
 
@@ -40,9 +39,9 @@ func (h *handler) scale() error {
 	default:
 		return h.fail(apierrors.NewMethodNotSupported(h.r.GroupResource(), h.info.Verb))
 	}
-	body, err := io.ReadAll(io.LimitReader(h.c.Request().Body, maxBodyBytes+1))
-	if err != nil || len(body) > maxBodyBytes {
-		return h.fail(apierrors.NewRequestEntityTooLargeError(fmt.Sprintf("limit is %d bytes", maxBodyBytes)))
+	body, err := h.readBody()
+	if err != nil {
+		return h.fail(err)
 	}
 	var patchType types.PatchType
 	if h.info.Verb == "patch" {

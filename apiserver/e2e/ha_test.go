@@ -1,10 +1,6 @@
 package e2e
 
 import (
-	"bufio"
-	"context"
-	"os"
-	"os/exec"
 	"strings"
 	"testing"
 
@@ -29,19 +25,7 @@ func TestAPIServer_SharedDatabase(t *testing.T) {
 			// An object listed before the watch starts, so that the watch
 			// is known to be running once it is printed.
 			one.mustKubectl(t, bin, "create", "configmap", "before")
-			ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
-			defer cancel()
-			w := exec.CommandContext(ctx, bin, "get", "cm", "-w", "-o", "name")
-			w.Env = append(os.Environ(), "KUBECONFIG="+two.kubeconfig, "HOME="+t.TempDir())
-			out, err := w.StdoutPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := w.Start(); err != nil {
-				t.Fatal(err)
-			}
-			defer func() { _ = w.Process.Kill(); _ = w.Wait() }()
-			lines := bufio.NewScanner(out)
+			lines := two.kubectlLines(t, bin, "get", "cm", "-w", "-o", "name")
 			if !lines.Scan() || !strings.Contains(lines.Text(), "configmap/before") {
 				t.Fatalf("the watch did not list the first configmap: %q", lines.Text())
 			}

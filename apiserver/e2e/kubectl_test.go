@@ -1,11 +1,8 @@
 package e2e
 
 import (
-	"bufio"
-	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -41,19 +38,7 @@ func TestKubectl(t *testing.T) {
 			}
 
 			// get -w sees a change made while it watches.
-			ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
-			defer cancel()
-			w := exec.CommandContext(ctx, bin, "-n", ns, "get", "cm", "-w", "--output-watch-events", "-o", "name")
-			w.Env = append(os.Environ(), "KUBECONFIG="+s.kubeconfig, "HOME="+t.TempDir())
-			out, err := w.StdoutPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := w.Start(); err != nil {
-				t.Fatal(err)
-			}
-			defer func() { _ = w.Process.Kill(); _ = w.Wait() }()
-			lines := bufio.NewScanner(out)
+			lines := s.kubectlLines(t, bin, "-n", ns, "get", "cm", "-w", "--output-watch-events", "-o", "name")
 			if !lines.Scan() || !strings.Contains(lines.Text(), "configmap/cfg") {
 				t.Fatalf("watch did not list cfg first: %q", lines.Text())
 			}

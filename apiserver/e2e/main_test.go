@@ -172,6 +172,26 @@ func (s *server) mustKubectl(t *testing.T, bin string, args ...string) string {
 	return out
 }
 
+// kubectlLines starts a long-running kubectl command (get -w) against s
+// and returns its output lines; the process is killed when t ends.
+func (s *server) kubectlLines(t *testing.T, bin string, args ...string) *bufio.Scanner {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+s.kubeconfig, "HOME="+t.TempDir())
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cancel(); _ = cmd.Wait() })
+	return bufio.NewScanner(out)
+}
+
 type lockedWriter struct {
 	mu sync.Mutex
 	w  io.Writer
