@@ -24,6 +24,7 @@ func (s *Server) Bootstrap(ctx context.Context) error {
 		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
 			Name: name, UID: types.UID(uuid.NewString()), CreationTimestamp: metav1.NewTime(time.Now().Truncate(time.Second)),
 		}}
+		defaultObject(ns)
 		r.PrepareForCreate(ns)
 		if err := st.Create(ctx, r.key("", name), ns, &corev1.Namespace{}, 0); err != nil && !k8sstorage.IsExist(err) {
 			return err

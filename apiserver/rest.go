@@ -273,15 +273,18 @@ func (h *handler) create() error {
 	if m.GetName() == "" && m.GetGenerateName() != "" {
 		m.SetName(m.GetGenerateName() + utilrand.String(5))
 	}
-	obj, err = h.prepareCreate(h.trackManagedFields(h.r.New(), obj))
-	if err != nil {
-		return h.fail(err)
-	}
-	m, _ = meta.Accessor(obj)
+	// Services get their cluster IP and node ports before validation, as
+	// in kube-apiserver.
 	undo, err := h.allocateService(obj)
 	if err != nil {
 		return h.fail(err)
 	}
+	obj, err = h.prepareCreate(h.trackManagedFields(h.r.New(), obj))
+	if err != nil {
+		undo()
+		return h.fail(err)
+	}
+	m, _ = meta.Accessor(obj)
 	if isDryRun(opts.DryRun) {
 		defer undo()
 		// Nothing is written: answer as the create would, without a
@@ -355,35 +358,55 @@ func (h *handler) prepareCreate(obj runtime.Object) (runtime.Object, error) {
 	if errs := validateObjectMeta(m, h.r); len(errs) > 0 {
 		return nil, apierrors.NewInvalid(h.r.GVK.GroupKind(), m.GetName(), errs)
 	}
+	// System fields first: strategies may read them (a job's selector is
+	// made from its uid).
 	m.SetUID(types.UID(uuid.NewString()))
 	m.SetCreationTimestamp(metav1.NewTime(time.Now().Truncate(time.Second)))
 	m.SetResourceVersion("")
 	m.SetGeneration(0)
-	if hasSpec(obj) {
-		m.SetGeneration(1)
-	}
 	m.SetDeletionTimestamp(nil)
 	m.SetDeletionGracePeriodSeconds(nil)
-	if h.r.PrepareForCreate != nil {
-		h.r.PrepareForCreate(obj)
+	defaultObject(obj)
+	if strategies[h.r.GroupResource()] == nil {
+		// No Kubernetes strategy: generation for types with a spec, and
+		// the resource's own preparation.
+		if hasSpec(obj) {
+			m.SetGeneration(1)
+		}
+		if h.r.PrepareForCreate != nil {
+			h.r.PrepareForCreate(obj)
+		}
+		return obj, nil
 	}
-	return obj, nil
+	res, err := strategyCreate(h.ctx, h.r, obj)
+	if err != nil {
+		return nil, apierrors.NewBadRequest(err.Error())
+	}
+	if len(res.errs) > 0 {
+		return nil, apierrors.NewInvalid(h.r.GVK.GroupKind(), m.GetName(), res.errs)
+	}
+	h.warn(res.warnings...)
+	return res.obj, nil
 }
 
 // prepareUpdate makes the object to store from the existing one and the
 // update: a stale resourceVersion is a conflict, system fields are kept,
 // the main resource keeps the stored status and the status subresource
 // changes only the status; generation moves when anything else changes.
-func (h *handler) prepareUpdate(existing, updated runtime.Object) (runtime.Object, *uint64, error) {
+func (h *handler) prepareUpdate(existing, updated runtime.Object) (_ runtime.Object, _ *uint64, err error) {
 	oldMeta, _ := meta.Accessor(existing)
 	newMeta, _ := meta.Accessor(updated)
 	if rv := newMeta.GetResourceVersion(); rv != "" && rv != oldMeta.GetResourceVersion() {
 		return nil, nil, apierrors.NewConflict(h.r.GroupResource(), h.info.Name,
 			fmt.Errorf("the object has been modified; please apply your changes to the latest version and try again"))
 	}
+	defaultObject(updated)
 	if h.info.Subresource == "status" {
 		merged := existing.DeepCopyObject()
 		if err := copyField(updated, merged, "Status"); err != nil {
+			return nil, nil, err
+		}
+		if merged, err = h.runUpdateStrategy(true, existing, merged); err != nil {
 			return nil, nil, err
 		}
 		if !h.applying {
@@ -406,11 +429,15 @@ func (h *handler) prepareUpdate(existing, updated runtime.Object) (runtime.Objec
 	newMeta.SetDeletionTimestamp(oldMeta.GetDeletionTimestamp())
 	newMeta.SetDeletionGracePeriodSeconds(oldMeta.GetDeletionGracePeriodSeconds())
 	newMeta.SetGeneration(oldMeta.GetGeneration())
-	if specChanged(existing, updated) {
+	// Kubernetes' strategies move generation themselves.
+	if strategies[h.r.GroupResource()] == nil && specChanged(existing, updated) {
 		newMeta.SetGeneration(oldMeta.GetGeneration() + 1)
 	}
 	if errs := validateObjectMeta(newMeta, h.r); len(errs) > 0 {
 		return nil, nil, apierrors.NewInvalid(h.r.GVK.GroupKind(), newMeta.GetName(), errs)
+	}
+	if updated, err = h.runUpdateStrategy(false, existing, updated); err != nil {
+		return nil, nil, err
 	}
 	if !h.applying {
 		updated = h.trackManagedFields(existing, updated)

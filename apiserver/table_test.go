@@ -360,7 +360,7 @@ func TestTable_Workloads(t *testing.T) {
 	j, err := jobs.Create(ctx, &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{Name: "migrate"},
 		Spec: batchv1.JobSpec{
-			Completions: ptr.To[int32](1), Parallelism: ptr.To[int32](1),
+			Completions: ptr.To[int32](1), Parallelism: ptr.To[int32](1), ManualSelector: ptr.To(true),
 			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"job-name": "migrate"}},
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"job-name": "migrate"}},
@@ -384,17 +384,25 @@ func TestTable_Workloads(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A job just started: parallel, no completion count.
-	if _, err := jobs.Create(ctx, &batchv1.Job{
+	// Job pods may not restart Always; the selector is the server's.
+	jobTemplate := *template.DeepCopy()
+	jobTemplate.Spec.RestartPolicy = corev1.RestartPolicyOnFailure
+	queue, err := jobs.Create(ctx, &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{Name: "queue"},
-		Spec:       batchv1.JobSpec{Parallelism: ptr.To[int32](4), Template: template},
-	}, metav1.CreateOptions{}); err != nil {
+		Spec:       batchv1.JobSpec{Parallelism: ptr.To[int32](4), Template: jobTemplate},
+	}, metav1.CreateOptions{})
+	if err != nil {
 		t.Fatal(err)
+	}
+	queueSelector := metav1.FormatLabelSelector(queue.Spec.Selector)
+	if !strings.Contains(queueSelector, "controller-uid="+string(queue.UID)) {
+		t.Fatalf("generated job selector %q does not name the job's uid", queueSelector)
 	}
 	tbl = getTable(t, cfg, "/apis/batch/v1/namespaces/default/jobs")
 	checkColumns(t, tbl, "Name", "Status", "Completions", "Duration", "Age", "wide:Containers", "wide:Images", "wide:Selector")
 	checkRows(t, tbl, 0, map[string][]any{
 		"migrate": {"migrate", "Complete", "1/1", "3m20s", anAge{}, "migrate", "migrate:v2", "job-name=migrate"},
-		"queue":   {"queue", "Running", "0/1 of 4", "", anAge{}, "web,log", "nginx:1.27,busybox:1.36", "<none>"},
+		"queue":   {"queue", "Running", "0/1 of 4", "", anAge{}, "web,log", "nginx:1.27,busybox:1.36", queueSelector},
 	})
 
 	cronJobs := cs.BatchV1().CronJobs("default")

@@ -1,0 +1,203 @@
+package apiserver
+
+import (
+	"context"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apiserver/pkg/registry/rest"
+	"k8s.io/kubernetes/pkg/api/legacyscheme"
+
+	// Kubernetes' internal types, their conversions and defaults.
+	_ "k8s.io/kubernetes/pkg/apis/apps/install"
+	_ "k8s.io/kubernetes/pkg/apis/batch/install"
+	_ "k8s.io/kubernetes/pkg/apis/coordination/install"
+	_ "k8s.io/kubernetes/pkg/apis/core/install"
+	_ "k8s.io/kubernetes/pkg/apis/discovery/install"
+	_ "k8s.io/kubernetes/pkg/apis/events/install"
+	_ "k8s.io/kubernetes/pkg/apis/policy/install"
+	_ "k8s.io/kubernetes/pkg/apis/rbac/install"
+	_ "k8s.io/kubernetes/pkg/apis/scheduling/install"
+
+	"k8s.io/kubernetes/pkg/registry/apps/controllerrevision"
+	"k8s.io/kubernetes/pkg/registry/apps/daemonset"
+	"k8s.io/kubernetes/pkg/registry/apps/deployment"
+	"k8s.io/kubernetes/pkg/registry/apps/replicaset"
+	"k8s.io/kubernetes/pkg/registry/apps/statefulset"
+	"k8s.io/kubernetes/pkg/registry/batch/cronjob"
+	"k8s.io/kubernetes/pkg/registry/batch/job"
+	"k8s.io/kubernetes/pkg/registry/coordination/lease"
+	"k8s.io/kubernetes/pkg/registry/core/configmap"
+	"k8s.io/kubernetes/pkg/registry/core/endpoint"
+	"k8s.io/kubernetes/pkg/registry/core/event"
+	"k8s.io/kubernetes/pkg/registry/core/limitrange"
+	"k8s.io/kubernetes/pkg/registry/core/namespace"
+	"k8s.io/kubernetes/pkg/registry/core/node"
+	"k8s.io/kubernetes/pkg/registry/core/persistentvolume"
+	"k8s.io/kubernetes/pkg/registry/core/persistentvolumeclaim"
+	"k8s.io/kubernetes/pkg/registry/core/pod"
+	"k8s.io/kubernetes/pkg/registry/core/resourcequota"
+	"k8s.io/kubernetes/pkg/registry/core/secret"
+	"k8s.io/kubernetes/pkg/registry/core/service"
+	"k8s.io/kubernetes/pkg/registry/core/serviceaccount"
+	"k8s.io/kubernetes/pkg/registry/discovery/endpointslice"
+	"k8s.io/kubernetes/pkg/registry/policy/poddisruptionbudget"
+	"k8s.io/kubernetes/pkg/registry/rbac/clusterrole"
+	"k8s.io/kubernetes/pkg/registry/rbac/clusterrolebinding"
+	"k8s.io/kubernetes/pkg/registry/rbac/role"
+	"k8s.io/kubernetes/pkg/registry/rbac/rolebinding"
+	"k8s.io/kubernetes/pkg/registry/scheduling/priorityclass"
+)
+
+// Strategy is Kubernetes' own behaviour for one type on create and update
+// (k8s.io/kubernetes/pkg/registry/...): what the server owns on a new
+// object (status reset, generation), dropped disabled fields, validation
+// and warnings. Strategies work on internal versions; convertStrategy
+// runs them on the served version.
+type Strategy interface {
+	rest.RESTCreateStrategy
+	rest.RESTUpdateStrategy
+}
+
+// strategies are the built-in types' strategies by group and resource;
+// statusStrategies those of their status subresources.
+var (
+	strategies = map[schema.GroupResource]Strategy{
+		{Resource: "namespaces"}:             namespace.Strategy,
+		{Resource: "configmaps"}:             configmap.Strategy,
+		{Resource: "secrets"}:                secret.Strategy,
+		{Resource: "serviceaccounts"}:        serviceaccount.Strategy,
+		{Resource: "pods"}:                   pod.Strategy,
+		{Resource: "nodes"}:                  node.Strategy,
+		{Resource: "services"}:               service.Strategy,
+		{Resource: "endpoints"}:              endpoint.Strategy,
+		{Resource: "events"}:                 event.Strategy,
+		{Resource: "persistentvolumes"}:      persistentvolume.Strategy,
+		{Resource: "persistentvolumeclaims"}: persistentvolumeclaim.Strategy,
+		{Resource: "limitranges"}:            limitrange.Strategy,
+		{Resource: "resourcequotas"}:         resourcequota.Strategy,
+		{Group: "apps", Resource: "deployments"}:                                 deployment.Strategy,
+		{Group: "apps", Resource: "replicasets"}:                                 replicaset.Strategy,
+		{Group: "apps", Resource: "statefulsets"}:                                statefulset.Strategy,
+		{Group: "apps", Resource: "daemonsets"}:                                  daemonset.Strategy,
+		{Group: "apps", Resource: "controllerrevisions"}:                         controllerrevision.Strategy,
+		{Group: "batch", Resource: "jobs"}:                                       job.Strategy,
+		{Group: "batch", Resource: "cronjobs"}:                                   cronjob.Strategy,
+		{Group: "coordination.k8s.io", Resource: "leases"}:                       lease.Strategy,
+		{Group: "discovery.k8s.io", Resource: "endpointslices"}:                  endpointslice.Strategy,
+		{Group: "events.k8s.io", Resource: "events"}:                             event.Strategy,
+		{Group: "policy", Resource: "poddisruptionbudgets"}:                      poddisruptionbudget.Strategy,
+		{Group: "scheduling.k8s.io", Resource: "priorityclasses"}:                priorityclass.Strategy,
+		{Group: "rbac.authorization.k8s.io", Resource: "roles"}:                  role.Strategy,
+		{Group: "rbac.authorization.k8s.io", Resource: "rolebindings"}:           rolebinding.Strategy,
+		{Group: "rbac.authorization.k8s.io", Resource: "clusterroles"}:           clusterrole.Strategy,
+		{Group: "rbac.authorization.k8s.io", Resource: "clusterrolebindings"}:    clusterrolebinding.Strategy,
+	}
+	statusStrategies = map[schema.GroupResource]rest.RESTUpdateStrategy{
+		{Resource: "namespaces"}:                             namespace.StatusStrategy,
+		{Resource: "pods"}:                                   pod.StatusStrategy,
+		{Resource: "nodes"}:                                  node.StatusStrategy,
+		{Resource: "services"}:                               service.StatusStrategy,
+		{Resource: "persistentvolumes"}:                      persistentvolume.StatusStrategy,
+		{Resource: "persistentvolumeclaims"}:                 persistentvolumeclaim.StatusStrategy,
+		{Resource: "resourcequotas"}:                         resourcequota.StatusStrategy,
+		{Group: "apps", Resource: "deployments"}:             deployment.StatusStrategy,
+		{Group: "apps", Resource: "replicasets"}:             replicaset.StatusStrategy,
+		{Group: "apps", Resource: "statefulsets"}:            statefulset.StatusStrategy,
+		{Group: "apps", Resource: "daemonsets"}:              daemonset.StatusStrategy,
+		{Group: "batch", Resource: "jobs"}:                   job.StatusStrategy,
+		{Group: "batch", Resource: "cronjobs"}:               cronjob.StatusStrategy,
+		{Group: "policy", Resource: "poddisruptionbudgets"}: poddisruptionbudget.StatusStrategy,
+	}
+)
+
+// defaultObject sets Kubernetes' defaults on a served-version object, as
+// kube-apiserver does when it decodes one.
+func defaultObject(obj runtime.Object) { legacyscheme.Scheme.Default(obj) }
+
+// toInternal converts a served-version object to its internal version.
+func toInternal(obj runtime.Object) (runtime.Object, error) {
+	gvks, _, err := legacyscheme.Scheme.ObjectKinds(obj)
+	if err != nil {
+		return nil, err
+	}
+	out, err := legacyscheme.Scheme.New(gvks[0].GroupKind().WithVersion(runtime.APIVersionInternal))
+	if err != nil {
+		return nil, err
+	}
+	if err := legacyscheme.Scheme.Convert(obj, out, nil); err != nil {
+		return nil, fmt.Errorf("converting %s to the internal version: %w", gvks[0].Kind, err)
+	}
+	return out, nil
+}
+
+// fromInternal converts an internal object back to into's version, into a
+// new object made by newObj.
+func fromInternal(in runtime.Object, newObj func() runtime.Object) (runtime.Object, error) {
+	out := newObj()
+	if err := legacyscheme.Scheme.Convert(in, out, nil); err != nil {
+		return nil, fmt.Errorf("converting %T from the internal version: %w", out, err)
+	}
+	return out, nil
+}
+
+// strategyResult is what a strategy made of an object: the object to
+// store (served version), validation errors and warnings.
+type strategyResult struct {
+	obj      runtime.Object
+	errs     field.ErrorList
+	warnings []string
+}
+
+// strategyCreate runs the resource's create strategy on obj (defaulted,
+// served version). Without a strategy obj is returned as it is.
+func strategyCreate(ctx context.Context, r *Resource, obj runtime.Object) (strategyResult, error) {
+	st := strategies[r.GroupResource()]
+	if st == nil {
+		return strategyResult{obj: obj}, nil
+	}
+	in, err := toInternal(obj)
+	if err != nil {
+		return strategyResult{}, err
+	}
+	st.PrepareForCreate(ctx, in)
+	res := strategyResult{errs: st.Validate(ctx, in)}
+	if len(res.errs) == 0 {
+		res.warnings = st.WarningsOnCreate(ctx, in)
+	}
+	st.Canonicalize(in)
+	res.obj, err = fromInternal(in, r.New)
+	return res, err
+}
+
+// strategyUpdate runs the resource's update strategy (its status
+// strategy for the status subresource) on updated against existing.
+func strategyUpdate(ctx context.Context, r *Resource, status bool, existing, updated runtime.Object) (strategyResult, error) {
+	var st rest.RESTUpdateStrategy
+	if status {
+		st = statusStrategies[r.GroupResource()]
+	} else if s := strategies[r.GroupResource()]; s != nil {
+		st = s
+	}
+	if st == nil {
+		return strategyResult{obj: updated}, nil
+	}
+	oldIn, err := toInternal(existing)
+	if err != nil {
+		return strategyResult{}, err
+	}
+	newIn, err := toInternal(updated)
+	if err != nil {
+		return strategyResult{}, err
+	}
+	st.PrepareForUpdate(ctx, newIn, oldIn)
+	res := strategyResult{errs: st.ValidateUpdate(ctx, newIn, oldIn)}
+	if len(res.errs) == 0 {
+		res.warnings = st.WarningsOnUpdate(ctx, newIn, oldIn)
+	}
+	st.Canonicalize(newIn)
+	res.obj, err = fromInternal(newIn, r.New)
+	return res, err
+}
