@@ -26,6 +26,10 @@ type Resource struct {
 	// kube-apiserver names it ("/pods", "/minions", "/services/specs",
 	// "/deployments"...).
 	StoragePrefix string
+	// StorageVersion, when set, is the version objects are stored in if
+	// it is not the served one (events.k8s.io/v1 events are stored as
+	// core/v1 events); conversion goes through Kubernetes' internal types.
+	StorageVersion *schema.GroupVersion
 	// Fields returns the fields a field selector may name besides
 	// metadata.name and metadata.namespace (e.g. spec.nodeName for pods).
 	Fields func(obj runtime.Object) fields.Set

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
 
 	"github.com/labstack/echo/v4"
@@ -66,7 +67,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Version == "" {
 		cfg.Version = "v1.34.2"
 	}
-	s := &Server{cfg: cfg, registry: NewRegistry(append(coreResources(), groupResources()...)...), storages: map[*Resource]k8sstorage.Interface{}, stopping: make(chan struct{})}
+	s := &Server{cfg: cfg, registry: NewRegistry(slices.Concat(coreResources(), storageResources(), groupResources(), eventResources())...), storages: map[*Resource]k8sstorage.Interface{}, stopping: make(chan struct{})}
 	if cfg.ServiceClusterIPRange == "" {
 		cfg.ServiceClusterIPRange = DefaultServiceClusterIPRange
 	}
@@ -110,6 +111,9 @@ func (s *Server) newStorage(r *Resource) (k8sstorage.Interface, error) {
 		StorageMediaType: runtime.ContentTypeProtobuf, StorageSerializer: Codecs,
 		StorageVersion: r.GroupVersion(), MemoryVersion: r.GroupVersion(),
 	})
+	if r.StorageVersion != nil {
+		codec, err = newViaInternalCodec(r)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("apiserver: storage codec for %s: %w", r.GroupResource(), err)
 	}

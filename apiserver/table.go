@@ -107,7 +107,7 @@ func printerOf[T runtime.Object](columns []metav1.TableColumnDefinition, cells f
 // lists.
 var tablePrinters = func() map[reflect.Type]tablePrinter {
 	byType := map[reflect.Type]tablePrinter{}
-	for _, group := range [][]printerEntry{corePrinters(), appsPrinters(), batchPrinters(), groupPrinters()} {
+	for _, group := range [][]printerEntry{corePrinters(), storagePrinters(), appsPrinters(), batchPrinters(), groupPrinters()} {
 		for _, e := range group {
 			byType[reflect.TypeOf(e.prototype)] = e.printer
 		}

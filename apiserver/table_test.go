@@ -477,6 +477,9 @@ func TestTable_EveryKind(t *testing.T) {
 				continue
 			}
 			seen++
+			// Names differ per resource: some share storage (core and
+			// events.k8s.io events).
+			name := fmt.Sprintf("table-minimal-%d", seen)
 			t.Run(r.Kind, func(t *testing.T) {
 				res := dyn.Resource(gv.WithResource(r.Name))
 				path := "/apis/" + gv.String()
@@ -487,9 +490,9 @@ func TestTable_EveryKind(t *testing.T) {
 				if r.Namespaced {
 					ri, path = res.Namespace("default"), path+"/namespaces/default"
 				}
-				path += "/" + r.Name + "?fieldSelector=metadata.name%3Dtable-minimal"
+				path += "/" + r.Name + "?fieldSelector=metadata.name%3D" + name
 				obj := &unstructured.Unstructured{Object: map[string]any{
-					"apiVersion": gv.String(), "kind": r.Kind, "metadata": map[string]any{"name": "table-minimal"},
+					"apiVersion": gv.String(), "kind": r.Kind, "metadata": map[string]any{"name": name},
 				}}
 				rows := 1
 				if _, err := ri.Create(ctx, obj, metav1.CreateOptions{}); err != nil {
