@@ -49,8 +49,15 @@ func (s *Server) serveResource(c echo.Context) error {
 		return s.serveDiscovery(c)
 	}
 	gvr := schema.GroupVersionResource{Group: info.APIGroup, Version: info.APIVersion, Resource: info.Resource}
+	if isLegacyBindings(gvr) && info.Name == "" && info.Subresource == "" {
+		gvr.Resource, info.Resource, info.Subresource = "pods", "pods", "binding" // served as pods/NAME/binding
+	}
 	r, ok := s.registry.Lookup(gvr)
-	if !ok || (info.Subresource != "" && !(info.Subresource == "status" && r.Status) && !(info.Subresource == "scale" && r.Scale)) {
+	if ok && info.Subresource != "" {
+		_, ok = lookupSubresource(r, info.Subresource)
+		ok = ok || (info.Subresource == "status" && r.Status) || (info.Subresource == "scale" && r.Scale)
+	}
+	if !ok {
 		return writeStatus(c, apierrors.NewNotFound(schema.GroupResource{Group: info.APIGroup, Resource: info.Resource}, info.Name))
 	}
 	if info.Name != "" {
@@ -65,6 +72,9 @@ func (s *Server) serveResource(c echo.Context) error {
 	h := &handler{s: s, r: r, st: s.storages[r], info: info, c: c, ctx: ctx}
 	if info.Subresource == "scale" {
 		return h.scale()
+	}
+	if served, err := h.serveSubresource(); served {
+		return err
 	}
 	switch info.Verb {
 	case "get":
@@ -273,6 +283,9 @@ func (h *handler) create() error {
 	if m.GetName() == "" && m.GetGenerateName() != "" {
 		m.SetName(m.GetGenerateName() + utilrand.String(5))
 	}
+	if err := h.admitCreate(m.GetNamespace(), m.GetName()); err != nil {
+		return h.fail(err)
+	}
 	obj, err = h.prepareCreate(h.trackManagedFields(h.r.New(), obj))
 	if err != nil {
 		return h.fail(err)
@@ -401,6 +414,7 @@ func (h *handler) prepareUpdate(existing, updated runtime.Object) (runtime.Objec
 	if err := keepServiceAllocations(existing, updated); err != nil {
 		return nil, nil, err
 	}
+	keepNamespaceFinalizers(existing, updated)
 	newMeta.SetUID(oldMeta.GetUID())
 	newMeta.SetCreationTimestamp(oldMeta.GetCreationTimestamp())
 	newMeta.SetDeletionTimestamp(oldMeta.GetDeletionTimestamp())
@@ -426,6 +440,9 @@ func (h *handler) delete() error {
 	if errs := metav1validation.ValidateDeleteOptions(&opts); len(errs) > 0 {
 		return h.fail(apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "DeleteOptions"}, "", errs))
 	}
+	if err := h.admitDelete(); err != nil {
+		return h.fail(err)
+	}
 	var pre *k8sstorage.Preconditions
 	if opts.Preconditions != nil {
 		pre = &k8sstorage.Preconditions{UID: opts.Preconditions.UID, ResourceVersion: opts.Preconditions.ResourceVersion}
@@ -449,8 +466,8 @@ func (h *handler) delete() error {
 	return h.respond(http.StatusOK, out)
 }
 
-// decodeDeleteOptions reads DeleteOptions from the body (if any) and the
-// query.
+// decodeDeleteOptions reads DeleteOptions from the body or, if there is
+// none, from the query.
 func (h *handler) decodeDeleteOptions(opts *metav1.DeleteOptions) error {
 	req := h.c.Request()
 	body, err := h.readBody()
@@ -464,42 +481,14 @@ func (h *handler) decodeDeleteOptions(opts *metav1.DeleteOptions) error {
 				return apierrors.NewBadRequest("invalid DeleteOptions: " + err.Error())
 			}
 		}
+		return nil
 	}
+	// Only without a body, as kube-apiserver: decoding the query would
+	// reset what the body set (dryRun, say).
 	if err := parameterCodec.DecodeParameters(req.URL.Query(), metaGV, opts); err != nil {
 		return apierrors.NewBadRequest(err.Error())
 	}
 	return nil
-}
-
-func (h *handler) deleteCollection() error {
-	_, pred, err := h.listOptions()
-	if err != nil {
-		return h.fail(err)
-	}
-	list := h.r.NewList()
-	if err := h.st.GetList(h.ctx, h.r.listKey(h.info.Namespace), k8sstorage.ListOptions{Predicate: pred, Recursive: true}, list); err != nil {
-		return h.fail(storeerr.InterpretListError(err, h.r.GroupResource()))
-	}
-	items, err := meta.ExtractList(list)
-	if err != nil {
-		return h.fail(err)
-	}
-	deleted := make([]runtime.Object, 0, len(items))
-	for _, item := range items {
-		m, _ := meta.Accessor(item)
-		out := h.r.New()
-		err := h.st.Delete(h.ctx, h.r.key(m.GetNamespace(), m.GetName()), out, nil, k8sstorage.ValidateAllObjectFunc, nil, k8sstorage.DeleteOptions{})
-		if err != nil && !k8sstorage.IsNotFound(err) {
-			return h.fail(storeerr.InterpretDeleteError(err, h.r.GroupResource(), m.GetName()))
-		}
-		if err == nil {
-			deleted = append(deleted, out)
-		}
-	}
-	if err := meta.SetList(list, deleted); err != nil {
-		return h.fail(err)
-	}
-	return h.respond(http.StatusOK, list)
 }
 
 // supportedMediaTypes lists the encodings request bodies may use.
