@@ -45,6 +45,16 @@ func firstServiceIP(network *net.IPNet) net.IP {
 	return out
 }
 
+// KubernetesServiceIP is the kubernetes service's cluster IP in an IPv4
+// service range (its first address).
+func KubernetesServiceIP(serviceRange string) (net.IP, error) {
+	_, network, err := net.ParseCIDR(serviceRange)
+	if err != nil || network.IP.To4() == nil {
+		return nil, fmt.Errorf("invalid IPv4 service cluster IP range %q", serviceRange)
+	}
+	return firstServiceIP(network), nil
+}
+
 // KubernetesServiceOptions say where this API server is reached.
 type KubernetesServiceOptions struct {
 	// Address is the IP clients reach this server on (its advertised
