@@ -28,6 +28,10 @@ type reservations struct {
 	size   int64
 	value  func(i int64) string // the i-th value of the range
 	index  func(v string) (int64, bool)
+	// reservedFor are values only their owner may claim (the first
+	// cluster IP is the kubernetes service's); random allocation skips
+	// them.
+	reservedFor map[string]string
 }
 
 func (r *reservations) key(v string) string { return r.prefix + v }
@@ -50,6 +54,9 @@ func (r *reservations) allocate(ctx context.Context, requested, owner string) (s
 		if _, ok := r.index(requested); !ok {
 			return "", fmt.Errorf("%s is not in the range", requested)
 		}
+		if o, ok := r.reservedFor[requested]; ok && o != owner {
+			return "", fmt.Errorf("%s is already allocated", requested)
+		}
 		ok, err := r.reserve(ctx, requested, owner)
 		if err != nil {
 			return "", err
@@ -70,7 +77,7 @@ func (r *reservations) allocate(ctx context.Context, requested, owner string) (s
 	start := rand.Int64N(r.size)
 	for i := range r.size {
 		v := r.value((start + i) % r.size)
-		if taken[v] {
+		if _, reserved := r.reservedFor[v]; taken[v] || reserved {
 			continue
 		}
 		ok, err := r.reserve(ctx, v, owner)
@@ -102,8 +109,10 @@ func newClusterIPs(client *clientv3.Client, cidr string) (*reservations, error) 
 		return nil, fmt.Errorf("service cluster IP range %q is too small", cidr)
 	}
 	base := new(big.Int).SetBytes(network.IP.To4())
+	first := firstServiceIP(network)
 	return &reservations{
-		client: client, prefix: "/registry/sqlkube/serviceips/", size: size,
+		reservedFor: map[string]string{first.String(): kubernetesServiceOwner},
+		client:      client, prefix: "/registry/sqlkube/serviceips/", size: size,
 		value: func(i int64) string {
 			n := new(big.Int).Add(base, big.NewInt(i+1)).Bytes()
 			out := make(net.IP, 4)

@@ -139,6 +139,9 @@ func (h *handler) serverSideApply() error {
 			if h.info.Subresource != "" {
 				return nil, apierrors.NewNotFound(h.r.GroupResource(), h.info.Name)
 			}
+			if err := h.admitCreate(h.info.Namespace, h.info.Name); err != nil {
+				return nil, err
+			}
 			live = h.r.New()
 			lm, _ := meta.Accessor(live)
 			lm.SetName(h.info.Name)

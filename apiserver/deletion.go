@@ -39,7 +39,7 @@ func (h *handler) gracefulDelete(opts metav1.DeleteOptions, pre *k8sstorage.Prec
 			finalizers = withFinalizer(without(finalizers, metav1.FinalizerOrphanDependents), metav1.FinalizerDeleteDependents)
 		}
 		grace := h.gracePeriod(existing, opts)
-		if len(finalizers) == 0 && grace == 0 {
+		if len(finalizers) == 0 && grace == 0 && !pendingSpecFinalizers(existing) {
 			return nil, nil, errDeleteNow
 		}
 		if m.GetDeletionTimestamp() != nil {
@@ -65,6 +65,7 @@ func (h *handler) gracefulDelete(opts metav1.DeleteOptions, pre *k8sstorage.Prec
 			um.SetDeletionTimestamp(&now)
 			um.SetDeletionGracePeriodSeconds(&grace)
 		}
+		markTerminating(updated)
 		return updated, nil, nil
 	}, nil)
 	if errors.Is(err, errDeleteNow) {
@@ -113,7 +114,7 @@ func (h *handler) gracePeriod(obj runtime.Object, opts metav1.DeleteOptions) int
 // finalizer is gone (after an update or patch removed it).
 func (h *handler) finishDeletion(obj runtime.Object) (runtime.Object, error) {
 	m, err := meta.Accessor(obj)
-	if err != nil || m.GetDeletionTimestamp() == nil || len(m.GetFinalizers()) > 0 {
+	if err != nil || m.GetDeletionTimestamp() == nil || len(m.GetFinalizers()) > 0 || pendingSpecFinalizers(obj) {
 		return obj, err
 	}
 	if g := m.GetDeletionGracePeriodSeconds(); g != nil && *g > 0 {

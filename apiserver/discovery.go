@@ -70,8 +70,9 @@ func (s *Server) resourceList(gv schema.GroupVersion) (*metav1.APIResourceList, 
 		}
 		list.APIResources = append(list.APIResources, metav1.APIResource{
 			Name: r.Plural, SingularName: r.Singular, Namespaced: r.Namespaced, Kind: r.GVK.Kind,
-			Verbs: restVerbs, ShortNames: r.ShortNames, Categories: r.Categories,
+			Verbs: resourceVerbs(r), ShortNames: r.ShortNames, Categories: r.Categories,
 		})
+		addSubresourceDiscovery(list, r)
 		if r.Scale {
 			list.APIResources = append(list.APIResources, metav1.APIResource{
 				Name: r.Plural + "/scale", Namespaced: r.Namespaced, Group: "autoscaling", Version: "v1", Kind: "Scale",

@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/apiserver/pkg/endpoints/request"
 	k8sstorage "k8s.io/apiserver/pkg/storage"
@@ -49,8 +50,15 @@ func (s *Server) serveResource(c echo.Context) error {
 		return s.serveDiscovery(c)
 	}
 	gvr := schema.GroupVersionResource{Group: info.APIGroup, Version: info.APIVersion, Resource: info.Resource}
+	if isLegacyBindings(gvr) && info.Name == "" && info.Subresource == "" {
+		gvr.Resource, info.Resource, info.Subresource = "pods", "pods", "binding" // served as pods/NAME/binding
+	}
 	r, ok := s.registry.Lookup(gvr)
-	if !ok || (info.Subresource != "" && !(info.Subresource == "status" && r.Status) && !(info.Subresource == "scale" && r.Scale)) {
+	if ok && info.Subresource != "" {
+		_, ok = lookupSubresource(r, info.Subresource)
+		ok = ok || (info.Subresource == "status" && r.Status) || (info.Subresource == "scale" && r.Scale)
+	}
+	if !ok {
 		return writeStatus(c, apierrors.NewNotFound(schema.GroupResource{Group: info.APIGroup, Resource: info.Resource}, info.Name))
 	}
 	if info.Name != "" {
@@ -65,6 +73,9 @@ func (s *Server) serveResource(c echo.Context) error {
 	h := &handler{s: s, r: r, st: s.storages[r], info: info, c: c, ctx: ctx}
 	if info.Subresource == "scale" {
 		return h.scale()
+	}
+	if served, err := h.serveSubresource(); served {
+		return err
 	}
 	switch info.Verb {
 	case "get":
@@ -273,6 +284,9 @@ func (h *handler) create() error {
 	if m.GetName() == "" && m.GetGenerateName() != "" {
 		m.SetName(m.GetGenerateName() + utilrand.String(5))
 	}
+	if err := h.admitCreate(m.GetNamespace(), m.GetName()); err != nil {
+		return h.fail(err)
+	}
 	// Services get their cluster IP and node ports before validation, as
 	// in kube-apiserver.
 	undo, err := h.allocateService(obj)
@@ -400,6 +414,15 @@ func (h *handler) prepareUpdate(existing, updated runtime.Object) (_ runtime.Obj
 		return nil, nil, apierrors.NewConflict(h.r.GroupResource(), h.info.Name,
 			fmt.Errorf("the object has been modified; please apply your changes to the latest version and try again"))
 	}
+	if newMeta.GetResourceVersion() == "" {
+		// An unconditional update: allowed where Kubernetes allows it,
+		// against the object as it is now.
+		if st := strategies[h.r.GroupResource()]; st != nil && !st.AllowUnconditionalUpdate() && !h.applying {
+			return nil, nil, apierrors.NewInvalid(h.r.GVK.GroupKind(), h.info.Name, field.ErrorList{
+				field.Invalid(field.NewPath("metadata", "resourceVersion"), "", "must be specified for an update")})
+		}
+		newMeta.SetResourceVersion(oldMeta.GetResourceVersion())
+	}
 	defaultObject(updated)
 	if h.info.Subresource == "status" {
 		merged := existing.DeepCopyObject()
@@ -424,6 +447,7 @@ func (h *handler) prepareUpdate(existing, updated runtime.Object) (_ runtime.Obj
 	if err := keepServiceAllocations(existing, updated); err != nil {
 		return nil, nil, err
 	}
+	keepNamespaceFinalizers(existing, updated)
 	newMeta.SetUID(oldMeta.GetUID())
 	newMeta.SetCreationTimestamp(oldMeta.GetCreationTimestamp())
 	newMeta.SetDeletionTimestamp(oldMeta.GetDeletionTimestamp())
@@ -453,6 +477,9 @@ func (h *handler) delete() error {
 	if errs := metav1validation.ValidateDeleteOptions(&opts); len(errs) > 0 {
 		return h.fail(apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "DeleteOptions"}, "", errs))
 	}
+	if err := h.admitDelete(); err != nil {
+		return h.fail(err)
+	}
 	var pre *k8sstorage.Preconditions
 	if opts.Preconditions != nil {
 		pre = &k8sstorage.Preconditions{UID: opts.Preconditions.UID, ResourceVersion: opts.Preconditions.ResourceVersion}
@@ -476,8 +503,8 @@ func (h *handler) delete() error {
 	return h.respond(http.StatusOK, out)
 }
 
-// decodeDeleteOptions reads DeleteOptions from the body (if any) and the
-// query.
+// decodeDeleteOptions reads DeleteOptions from the body or, if there is
+// none, from the query.
 func (h *handler) decodeDeleteOptions(opts *metav1.DeleteOptions) error {
 	req := h.c.Request()
 	body, err := h.readBody()
@@ -491,42 +518,14 @@ func (h *handler) decodeDeleteOptions(opts *metav1.DeleteOptions) error {
 				return apierrors.NewBadRequest("invalid DeleteOptions: " + err.Error())
 			}
 		}
+		return nil
 	}
+	// Only without a body, as kube-apiserver: decoding the query would
+	// reset what the body set (dryRun, say).
 	if err := parameterCodec.DecodeParameters(req.URL.Query(), metaGV, opts); err != nil {
 		return apierrors.NewBadRequest(err.Error())
 	}
 	return nil
-}
-
-func (h *handler) deleteCollection() error {
-	_, pred, err := h.listOptions()
-	if err != nil {
-		return h.fail(err)
-	}
-	list := h.r.NewList()
-	if err := h.st.GetList(h.ctx, h.r.listKey(h.info.Namespace), k8sstorage.ListOptions{Predicate: pred, Recursive: true}, list); err != nil {
-		return h.fail(storeerr.InterpretListError(err, h.r.GroupResource()))
-	}
-	items, err := meta.ExtractList(list)
-	if err != nil {
-		return h.fail(err)
-	}
-	deleted := make([]runtime.Object, 0, len(items))
-	for _, item := range items {
-		m, _ := meta.Accessor(item)
-		out := h.r.New()
-		err := h.st.Delete(h.ctx, h.r.key(m.GetNamespace(), m.GetName()), out, nil, k8sstorage.ValidateAllObjectFunc, nil, k8sstorage.DeleteOptions{})
-		if err != nil && !k8sstorage.IsNotFound(err) {
-			return h.fail(storeerr.InterpretDeleteError(err, h.r.GroupResource(), m.GetName()))
-		}
-		if err == nil {
-			deleted = append(deleted, out)
-		}
-	}
-	if err := meta.SetList(list, deleted); err != nil {
-		return h.fail(err)
-	}
-	return h.respond(http.StatusOK, list)
 }
 
 // supportedMediaTypes lists the encodings request bodies may use.

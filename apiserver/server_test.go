@@ -31,6 +31,14 @@ import (
 // in-process, and returns a client config for it.
 func newServer(t testing.TB) *rest.Config {
 	t.Helper()
+	cfg, _ := newServerWith(t, apiserver.Config{})
+	return cfg
+}
+
+// newServerWith is newServer with a configuration (Client and Logger are
+// set here) that also returns the server.
+func newServerWith(t testing.TB, conf apiserver.Config) (*rest.Config, *apiserver.Server) {
+	t.Helper()
 	ctx := context.Background()
 	be, err := sqlstore.Open(ctx, sqlstore.Options{DSN: "sqlite://" + filepath.Join(t.TempDir(), "state.db"), Logger: zerolog.Nop()})
 	if err != nil {
@@ -41,7 +49,8 @@ func newServer(t testing.TB) *rest.Config {
 	t.Cleanup(func() { srv.Stop(time.Second) })
 	client := storage.Local(srv)
 	t.Cleanup(func() { _ = client.Close() })
-	api, err := apiserver.New(apiserver.Config{Client: client, Logger: zerolog.Nop()})
+	conf.Client, conf.Logger = client, zerolog.Nop()
+	api, err := apiserver.New(conf)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +60,7 @@ func newServer(t testing.TB) *rest.Config {
 		hs.Close()
 		api.Close()
 	})
-	return &rest.Config{Host: hs.URL}
+	return &rest.Config{Host: hs.URL}, api
 }
 
 func TestServer_ClientGoCRUD(t *testing.T) {

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -104,6 +105,30 @@ func TestKubectl(t *testing.T) {
 			if _, err := s.kubectl(t, bin, "-n", ns, "get", "cm", "cfg"); err == nil || !strings.Contains(err.Error(), "NotFound") {
 				t.Fatalf("get after delete: %v", err)
 			}
+
+			// The kubernetes service: first IP of the range, 443/TCP.
+			if out := s.mustKubectl(t, bin, "-n", "default", "get", "svc", "kubernetes", "-o", "jsonpath={.spec.clusterIP} {.spec.ports[0].port}/{.spec.ports[0].protocol}"); out != "10.96.0.1 443/TCP" {
+				t.Fatalf("get svc kubernetes: %q", out)
+			}
+			if out := s.mustKubectl(t, bin, "-n", "default", "get", "endpoints", "kubernetes", "-o", "jsonpath={.subsets[0].ports[0].port}"); out != s.port() {
+				t.Fatalf("kubernetes endpoints port %q, want %s", out, s.port())
+			}
+
+			// Namespace deletion: the namespace controller empties it, then
+			// it goes; system namespaces stay.
+			s.mustKubectl(t, bin, "-n", ns, "create", "configmap", "last")
+			s.mustKubectl(t, bin, "-n", ns, "create", "deployment", "app", "--image=nginx")
+			s.mustKubectl(t, bin, "delete", "namespace", ns, "--wait=false")
+			s.mustKubectl(t, bin, "wait", "--for=delete", "ns/"+ns, "--timeout=60s")
+			if _, err := s.kubectl(t, bin, "get", "ns", ns); err == nil || !strings.Contains(err.Error(), "NotFound") {
+				t.Fatalf("get ns after its deletion: %v", err)
+			}
+			if out, err := s.kubectl(t, bin, "-n", ns, "get", "cm,deploy", "-o", "name"); err != nil || strings.TrimSpace(out) != "" {
+				t.Fatalf("content of a deleted namespace: %v %q", err, out)
+			}
+			if _, err := s.kubectl(t, bin, "delete", "namespace", "kube-system"); err == nil || !strings.Contains(err.Error(), "may not be deleted") {
+				t.Fatalf("delete namespace kube-system: %v", err)
+			}
 		})
 	}
 }
@@ -190,4 +215,10 @@ spec:
 	if err := os.WriteFile(path, []byte(m), 0o600); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// port is the server's secure port.
+func (s *server) port() string {
+	_, port, _ := net.SplitHostPort(strings.TrimPrefix(s.url, "https://"))
+	return port
 }

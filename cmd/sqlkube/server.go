@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"go.etcd.io/etcd/client/v3/kubernetes"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	certutil "k8s.io/client-go/util/cert"
@@ -43,6 +45,7 @@ type apiFlags struct {
 	clientCAFile string
 	serviceIPs   string
 	nodePorts    string
+	advertise    string
 }
 
 func addAPIFlags(fl *pflag.FlagSet, f *apiFlags) {
@@ -55,6 +58,7 @@ func addAPIFlags(fl *pflag.FlagSet, f *apiFlags) {
 	fl.StringVar(&f.clientCAFile, "client-ca-file", "", "CA bundle that verifies client certificates (default: the generated client CA)")
 	fl.StringVar(&f.serviceIPs, "service-cluster-ip-range", apiserver.DefaultServiceClusterIPRange, "CIDR services' cluster IPs come from")
 	fl.StringVar(&f.nodePorts, "service-node-port-range", apiserver.DefaultServiceNodePortRange, "port range NodePort services' ports come from")
+	fl.StringVar(&f.advertise, "advertise-address", "", "IP the kubernetes service's endpoints name for this server (default: --bind-address, or the host's address if that is unspecified)")
 }
 
 type serverFlags struct {
@@ -155,7 +159,7 @@ func runServer(ctx context.Context, f *serverFlags, log zerolog.Logger, out io.W
 	}
 	client := storage.Local(etcd)
 	defer client.Close()
-	return serveAPI(ctx, &f.api, client, store.Describe(), start, log, out)
+	return serveAPI(ctx, &f.api, client, store.Describe(), start, log, out, true)
 }
 
 // runAPIServer runs `sqlkube apiserver`.
@@ -179,7 +183,7 @@ func runAPIServer(ctx context.Context, f *apiserverFlags, log zerolog.Logger, ou
 		defer etcd.Stop(5 * time.Second)
 		client := storage.Local(etcd)
 		defer client.Close()
-		return serveAPI(ctx, &f.api, client, store.Describe(), start, log, out)
+		return serveAPI(ctx, &f.api, client, store.Describe(), start, log, out, false)
 	}
 	var tlsCfg *tls.Config
 	if f.etcdCAFile != "" || f.etcdCert != "" {
@@ -204,14 +208,21 @@ func runAPIServer(ctx context.Context, f *apiserverFlags, log zerolog.Logger, ou
 		return err
 	}
 	defer client.Close()
-	return serveAPI(ctx, &f.api, client, strings.Join(f.etcdServers, ","), start, log, out)
+	return serveAPI(ctx, &f.api, client, strings.Join(f.etcdServers, ","), start, log, out, false)
 }
 
 // serveAPI serves the Kubernetes API over client until ctx ends: TLS from
 // the operator's files or the generated PKI, the admin kubeconfig when the
-// PKI is ours, a clean shutdown (watches end, other requests finish).
-func serveAPI(ctx context.Context, f *apiFlags, client *kubernetes.Client, storageDesc string, start time.Time, log zerolog.Logger, out io.Writer) error {
-	files, err := pki.Ensure(filepath.Join(f.dataDir, "tls"), pki.Options{Hosts: append(f.tlsSANs, f.bindAddress)})
+// PKI is ours, a clean shutdown (watches end, other requests finish). It
+// keeps the kubernetes service; withControllers also runs the in-process
+// controllers (`sqlkube server`; they need the generated admin
+// credentials).
+func serveAPI(ctx context.Context, f *apiFlags, client *kubernetes.Client, storageDesc string, start time.Time, log zerolog.Logger, out io.Writer, withControllers bool) error {
+	hosts := append(f.tlsSANs, f.bindAddress)
+	if ip, err := apiserver.KubernetesServiceIP(f.serviceIPs); err == nil {
+		hosts = append(hosts, ip.String()) // pods reach the API on it
+	}
+	files, err := pki.Ensure(filepath.Join(f.dataDir, "tls"), pki.Options{Hosts: hosts})
 	if err != nil {
 		return fmt.Errorf("certificates: %w", err)
 	}
@@ -260,6 +271,26 @@ func serveAPI(ctx context.Context, f *apiFlags, client *kubernetes.Client, stora
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- hs.ServeTLS(l, "", "") }()
 	url := "https://" + l.Addr().String()
+	bgCtx, stopBackground := context.WithCancel(ctx)
+	var background sync.WaitGroup
+	defer background.Wait()
+	defer stopBackground()
+	advertise, err := advertiseAddress(f)
+	if err != nil {
+		return err
+	}
+	background.Go(func() {
+		api.RunKubernetesService(bgCtx, apiserver.KubernetesServiceOptions{Address: advertise, Port: l.Addr().(*net.TCPAddr).Port})
+	})
+	if withControllers && ownPKI {
+		waitControllers, err := runControllers(bgCtx, selfConfig(l.Addr(), files), log)
+		if err != nil {
+			return err
+		}
+		background.Go(waitControllers)
+	} else if withControllers {
+		log.Warn().Msg("controllers not started: they need the generated PKI's admin credentials")
+	}
 	// The kubeconfig is in place before the address is announced.
 	kubeconfig := filepath.Join(f.dataDir, "kubeconfig")
 	if ownPKI {
@@ -281,6 +312,8 @@ func serveAPI(ctx context.Context, f *apiFlags, client *kubernetes.Client, stora
 			return fmt.Errorf("serve: %w", err)
 		}
 	}
+	stopBackground()
+	background.Wait() // controllers and the kubernetes service reconciler stop first
 	api.StopWatches() // watches end; other requests finish below
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -316,4 +349,25 @@ func writeKubeconfig(path, url string, files pki.Files) error {
 		return err
 	}
 	return os.Chmod(path, 0o600)
+}
+
+// advertiseAddress is the IP the kubernetes service's endpoints name:
+// --advertise-address, else --bind-address, else (unspecified) the host's
+// default-route address.
+func advertiseAddress(f *apiFlags) (net.IP, error) {
+	if f.advertise != "" {
+		ip := net.ParseIP(f.advertise)
+		if ip == nil {
+			return nil, fmt.Errorf("--advertise-address %q is not an IP", f.advertise)
+		}
+		return ip, nil
+	}
+	ip := net.ParseIP(f.bindAddress)
+	if ip != nil && !ip.IsUnspecified() {
+		return ip, nil
+	}
+	if ip == nil {
+		ip = net.IPv4zero // a host name: the host's address
+	}
+	return utilnet.ResolveBindAddress(ip)
 }

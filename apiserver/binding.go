@@ -1,0 +1,126 @@
+package apiserver
+
+import (
+	"fmt"
+	"net/http"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	k8sstorage "k8s.io/apiserver/pkg/storage"
+	storeerr "k8s.io/apiserver/pkg/storage/errors"
+)
+
+var bindingGVK = corev1.SchemeGroupVersion.WithKind("Binding")
+
+// bind serves POST pods/NAME/binding (and the legacy POST
+// namespaces/NS/bindings, where the pod is the Binding's name): the pod
+// gets spec.nodeName, the Binding's annotations and a PodScheduled=True
+// condition. 409 if the pod is already bound or being deleted, 404 if it
+// does not exist, 422 for a target that is not a node; a Binding with a
+// uid or resourceVersion binds only that pod version (409 otherwise).
+// It answers a Status with code 201, as kube-apiserver does.
+func (h *handler) bind() error {
+	var opts metav1.CreateOptions
+	if err := parameterCodec.DecodeParameters(h.c.Request().URL.Query(), metaGV, &opts); err != nil {
+		return h.fail(apierrors.NewBadRequest(err.Error()))
+	}
+	obj, err := h.decodeAs(bindingGVK)
+	if err != nil {
+		return h.fail(err)
+	}
+	b := obj.(*corev1.Binding)
+	if h.info.Name == "" { // the legacy bindings resource
+		h.info.Name = b.Name
+	}
+	if b.Name != h.info.Name {
+		return h.fail(apierrors.NewBadRequest("name in URL does not match name in Binding object"))
+	}
+	if b.Namespace != "" && b.Namespace != h.info.Namespace {
+		return h.fail(apierrors.NewBadRequest("the namespace of the provided object does not match the namespace sent on the request"))
+	}
+	if errs := validateBinding(b); len(errs) > 0 {
+		return h.fail(apierrors.NewInvalid(bindingGVK.GroupKind(), b.Name, errs))
+	}
+	var pre *k8sstorage.Preconditions
+	if b.UID != "" || b.ResourceVersion != "" {
+		pre = &k8sstorage.Preconditions{}
+		if b.UID != "" {
+			pre.UID = &b.UID
+		}
+		if b.ResourceVersion != "" {
+			pre.ResourceVersion = &b.ResourceVersion
+		}
+	}
+	tryUpdate := func(existing runtime.Object, _ k8sstorage.ResponseMeta) (runtime.Object, *uint64, error) {
+		pod := existing.(*corev1.Pod).DeepCopy()
+		if pod.DeletionTimestamp != nil {
+			return nil, nil, apierrors.NewConflict(h.r.GroupResource(), pod.Name, fmt.Errorf("pod %s is being deleted, cannot be assigned to a host", pod.Name))
+		}
+		if pod.Spec.NodeName != "" {
+			return nil, nil, apierrors.NewConflict(h.r.GroupResource(), pod.Name, fmt.Errorf("pod %v is already assigned to node %q", pod.Name, pod.Spec.NodeName))
+		}
+		pod.Spec.NodeName = b.Target.Name
+		for k, v := range b.Annotations {
+			if pod.Annotations == nil {
+				pod.Annotations = map[string]string{}
+			}
+			pod.Annotations[k] = v
+		}
+		setPodCondition(&pod.Status, corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionTrue})
+		return pod, nil, nil
+	}
+	if isDryRun(opts.DryRun) {
+		existing := &corev1.Pod{}
+		if err := h.st.Get(h.ctx, h.key(), k8sstorage.GetOptions{}, existing); err != nil {
+			return h.fail(storeerr.InterpretGetError(err, h.r.GroupResource(), h.info.Name))
+		}
+		if _, _, err := tryUpdate(existing, k8sstorage.ResponseMeta{}); err != nil {
+			return h.fail(err)
+		}
+	} else if err := h.st.GuaranteedUpdate(h.ctx, h.key(), &corev1.Pod{}, false, pre, tryUpdate, nil); err != nil {
+		return h.fail(storeerr.InterpretUpdateError(err, h.r.GroupResource(), h.info.Name))
+	}
+	return writeObject(h.c, http.StatusCreated, &metav1.Status{Status: metav1.StatusSuccess, Code: http.StatusCreated}, metaGV)
+}
+
+// validateBinding: the target is a node (kind empty or "Node") and named.
+func validateBinding(b *corev1.Binding) field.ErrorList {
+	var errs field.ErrorList
+	if b.Target.Kind != "" && b.Target.Kind != "Node" {
+		errs = append(errs, field.NotSupported(field.NewPath("target", "kind"), b.Target.Kind, []string{"Node", "<empty>"}))
+	}
+	if b.Target.Name == "" {
+		errs = append(errs, field.Required(field.NewPath("target", "name"), ""))
+	}
+	return errs
+}
+
+// setPodCondition sets or replaces a condition of its type; the
+// transition time moves only when the status does.
+func setPodCondition(status *corev1.PodStatus, c corev1.PodCondition) {
+	now := metav1.NewTime(time.Now().Truncate(time.Second))
+	c.LastTransitionTime = now
+	for i := range status.Conditions {
+		old := &status.Conditions[i]
+		if old.Type != c.Type {
+			continue
+		}
+		if old.Status == c.Status {
+			c.LastTransitionTime = old.LastTransitionTime
+		}
+		*old = c
+		return
+	}
+	status.Conditions = append(status.Conditions, c)
+}
+
+// isLegacyBindings reports whether a request is POST
+// /api/v1/namespaces/NS/bindings, which has no registry entry.
+func isLegacyBindings(gvr schema.GroupVersionResource) bool {
+	return gvr == corev1.SchemeGroupVersion.WithResource("bindings")
+}

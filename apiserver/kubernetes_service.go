@@ -1,0 +1,279 @@
+package apiserver
+
+import (
+	"context"
+	"fmt"
+	"math/big"
+	"net"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	k8sstorage "k8s.io/apiserver/pkg/storage"
+	"k8s.io/utils/ptr"
+)
+
+// The "kubernetes" service in namespace default is how pods find the API:
+// cluster IP the first address of the service range, port 443 (https,
+// TCP) to the API servers' secure port, and Endpoints and an
+// EndpointSlice listing every API server's advertised address. Each API
+// server keeps a lease key (/registry/masterleases/IP, an etcd lease of
+// three reconcile intervals) so the endpoints are those of the live
+// servers, as kube-apiserver's lease endpoint reconciler does.
+const (
+	kubernetesServiceName  = "kubernetes"
+	kubernetesServiceOwner = metav1.NamespaceDefault + "/" + kubernetesServiceName
+	masterLeasePrefix      = "/registry/masterleases/"
+)
+
+// firstServiceIP is the address after the network's: the kubernetes
+// service's cluster IP.
+func firstServiceIP(network *net.IPNet) net.IP {
+	n := new(big.Int).Add(new(big.Int).SetBytes(network.IP.To4()), big.NewInt(1)).Bytes()
+	out := make(net.IP, 4)
+	copy(out[4-len(n):], n)
+	return out
+}
+
+// KubernetesServiceIP is the kubernetes service's cluster IP in an IPv4
+// service range (its first address).
+func KubernetesServiceIP(serviceRange string) (net.IP, error) {
+	_, network, err := net.ParseCIDR(serviceRange)
+	if err != nil || network.IP.To4() == nil {
+		return nil, fmt.Errorf("invalid IPv4 service cluster IP range %q", serviceRange)
+	}
+	return firstServiceIP(network), nil
+}
+
+// KubernetesServiceOptions say where this API server is reached.
+type KubernetesServiceOptions struct {
+	// Address is the IP clients reach this server on (its advertised
+	// address); Port its secure port.
+	Address net.IP
+	Port    int
+	// Interval between reconciles (default 10s, as kube-apiserver).
+	Interval time.Duration
+}
+
+// RunKubernetesService creates the kubernetes service, its Endpoints and
+// EndpointSlice, and keeps them so until ctx ends: recreated if deleted,
+// updated if the port or the set of live API servers changes. Errors are
+// logged and retried at the next interval.
+func (s *Server) RunKubernetesService(ctx context.Context, opts KubernetesServiceOptions) {
+	if opts.Interval <= 0 {
+		opts.Interval = 10 * time.Second
+	}
+	k := &kubernetesService{s: s, opts: opts}
+	t := time.NewTicker(opts.Interval)
+	defer t.Stop()
+	defer func() {
+		// Leave the endpoints at once: the other servers drop this
+		// address at their next reconcile.
+		if k.lease != 0 {
+			rctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			_, _ = s.cfg.Client.Client.Revoke(rctx, k.lease)
+		}
+	}()
+	for {
+		if err := k.reconcile(ctx); err != nil && ctx.Err() == nil {
+			s.cfg.Logger.Warn().Err(err).Msg("reconciling the kubernetes service")
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+type kubernetesService struct {
+	s     *Server
+	opts  KubernetesServiceOptions
+	lease clientv3.LeaseID
+}
+
+func (k *kubernetesService) reconcile(ctx context.Context) error {
+	addrs, err := k.renewLease(ctx)
+	if err != nil {
+		return fmt.Errorf("master lease: %w", err)
+	}
+	if err := k.service(ctx); err != nil {
+		return fmt.Errorf("service: %w", err)
+	}
+	if err := k.endpoints(ctx, addrs); err != nil {
+		return fmt.Errorf("endpoints: %w", err)
+	}
+	if err := k.endpointSlice(ctx, addrs); err != nil {
+		return fmt.Errorf("endpointslice: %w", err)
+	}
+	return nil
+}
+
+// renewLease keeps this server's lease key alive and returns the
+// addresses of every live API server, sorted.
+func (k *kubernetesService) renewLease(ctx context.Context) ([]string, error) {
+	c := k.s.cfg.Client.Client
+	if k.lease != 0 {
+		if _, err := c.KeepAliveOnce(ctx, k.lease); err != nil {
+			k.lease = 0 // expired or revoked: a new one below
+		}
+	}
+	if k.lease == 0 {
+		ttl := int64(max(3*k.opts.Interval/time.Second, 5))
+		resp, err := c.Grant(ctx, ttl)
+		if err != nil {
+			return nil, err
+		}
+		k.lease = resp.ID
+	}
+	if _, err := c.Put(ctx, masterLeasePrefix+k.opts.Address.String(), strconv.Itoa(k.opts.Port), clientv3.WithLease(k.lease)); err != nil {
+		return nil, err
+	}
+	resp, err := c.Get(ctx, masterLeasePrefix, clientv3.WithPrefix())
+	if err != nil {
+		return nil, err
+	}
+	var addrs []string
+	for _, kv := range resp.Kvs {
+		addrs = append(addrs, string(kv.Key[len(masterLeasePrefix):]))
+	}
+	slices.Sort(addrs)
+	return addrs, nil
+}
+
+// storageOf returns a resource's registry entry and store.
+func (s *Server) storageOf(gvr schema.GroupVersionResource) (*Resource, k8sstorage.Interface) {
+	r, ok := s.registry.Lookup(gvr)
+	if !ok {
+		return nil, nil
+	}
+	return r, s.storages[r]
+}
+
+// ensure creates obj, or updates the stored one with mutate when it
+// reports a change.
+func ensure(ctx context.Context, r *Resource, st k8sstorage.Interface, obj runtime.Object, name string, mutate func(existing runtime.Object) (runtime.Object, bool)) error {
+	key := r.key(metav1.NamespaceDefault, name)
+	err := st.Create(ctx, key, obj, r.New(), 0)
+	if !k8sstorage.IsExist(err) {
+		return err
+	}
+	return st.GuaranteedUpdate(ctx, key, r.New(), false, nil, func(existing runtime.Object, _ k8sstorage.ResponseMeta) (runtime.Object, *uint64, error) {
+		updated, changed := mutate(existing.DeepCopyObject())
+		if !changed {
+			return existing, nil, nil // no write
+		}
+		return updated, nil, nil
+	}, nil)
+}
+
+func systemMeta(name string, lbls map[string]string) metav1.ObjectMeta {
+	return metav1.ObjectMeta{
+		Name: name, Namespace: metav1.NamespaceDefault, Labels: lbls,
+		UID: types.UID(uuid.NewString()), CreationTimestamp: metav1.NewTime(time.Now().Truncate(time.Second)),
+	}
+}
+
+func (k *kubernetesService) servicePorts() []corev1.ServicePort {
+	return []corev1.ServicePort{{Name: "https", Protocol: corev1.ProtocolTCP, Port: 443, TargetPort: intstr.FromInt(k.opts.Port)}}
+}
+
+// service creates the service with the first cluster IP (reserved for it)
+// or puts its ports and type back.
+func (k *kubernetesService) service(ctx context.Context) error {
+	r, st := k.s.storageOf(corev1.SchemeGroupVersion.WithResource("services"))
+	if r == nil {
+		return nil
+	}
+	_, network, err := net.ParseCIDR(k.s.cfg.ServiceClusterIPRange)
+	if err != nil {
+		return err
+	}
+	ip := firstServiceIP(network).String()
+	existing := &corev1.Service{}
+	err = st.Get(ctx, r.key(metav1.NamespaceDefault, kubernetesServiceName), k8sstorage.GetOptions{}, existing)
+	if k8sstorage.IsNotFound(err) {
+		// Claim the IP (already ours if an earlier create failed).
+		if _, err := k.s.clusterIPs.allocate(ctx, ip, kubernetesServiceOwner); err != nil {
+			owner, gerr := k.s.cfg.Client.Client.Get(ctx, k.s.clusterIPs.key(ip))
+			if gerr != nil || len(owner.Kvs) == 0 || string(owner.Kvs[0].Value) != kubernetesServiceOwner {
+				return fmt.Errorf("cluster IP %s: %w", ip, err)
+			}
+		}
+	} else if err != nil {
+		return err
+	}
+	svc := &corev1.Service{
+		ObjectMeta: systemMeta(kubernetesServiceName, map[string]string{"component": "apiserver", "provider": "kubernetes"}),
+		Spec: corev1.ServiceSpec{
+			Ports: k.servicePorts(), ClusterIP: ip, ClusterIPs: []string{ip},
+			Type: corev1.ServiceTypeClusterIP, SessionAffinity: corev1.ServiceAffinityNone,
+		},
+	}
+	defaultService(svc)
+	return ensure(ctx, r, st, svc, kubernetesServiceName, func(obj runtime.Object) (runtime.Object, bool) {
+		cur := obj.(*corev1.Service)
+		if apiequality.Semantic.DeepEqual(cur.Spec.Ports, svc.Spec.Ports) && cur.Spec.Type == corev1.ServiceTypeClusterIP {
+			return cur, false
+		}
+		cur.Spec.Ports, cur.Spec.Type = svc.Spec.Ports, corev1.ServiceTypeClusterIP
+		return cur, true
+	})
+}
+
+func (k *kubernetesService) endpoints(ctx context.Context, addrs []string) error {
+	r, st := k.s.storageOf(corev1.SchemeGroupVersion.WithResource("endpoints"))
+	if r == nil {
+		return nil
+	}
+	subset := corev1.EndpointSubset{Ports: []corev1.EndpointPort{{Name: "https", Port: int32(k.opts.Port), Protocol: corev1.ProtocolTCP}}}
+	for _, a := range addrs {
+		subset.Addresses = append(subset.Addresses, corev1.EndpointAddress{IP: a})
+	}
+	ep := &corev1.Endpoints{
+		ObjectMeta: systemMeta(kubernetesServiceName, map[string]string{"endpointslice.kubernetes.io/skip-mirror": "true"}),
+		Subsets:    []corev1.EndpointSubset{subset},
+	}
+	return ensure(ctx, r, st, ep, kubernetesServiceName, func(obj runtime.Object) (runtime.Object, bool) {
+		cur := obj.(*corev1.Endpoints)
+		if apiequality.Semantic.DeepEqual(cur.Subsets, ep.Subsets) {
+			return cur, false
+		}
+		cur.Subsets = ep.Subsets
+		return cur, true
+	})
+}
+
+func (k *kubernetesService) endpointSlice(ctx context.Context, addrs []string) error {
+	r, st := k.s.storageOf(discoveryv1.SchemeGroupVersion.WithResource("endpointslices"))
+	if r == nil {
+		return nil
+	}
+	slice := &discoveryv1.EndpointSlice{
+		ObjectMeta:  systemMeta(kubernetesServiceName, map[string]string{discoveryv1.LabelServiceName: kubernetesServiceName}),
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("https"), Port: ptr.To(int32(k.opts.Port)), Protocol: ptr.To(corev1.ProtocolTCP)}},
+	}
+	for _, a := range addrs {
+		slice.Endpoints = append(slice.Endpoints, discoveryv1.Endpoint{Addresses: []string{a}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}})
+	}
+	return ensure(ctx, r, st, slice, kubernetesServiceName, func(obj runtime.Object) (runtime.Object, bool) {
+		cur := obj.(*discoveryv1.EndpointSlice)
+		if apiequality.Semantic.DeepEqual(cur.Endpoints, slice.Endpoints) && apiequality.Semantic.DeepEqual(cur.Ports, slice.Ports) && cur.AddressType == slice.AddressType {
+			return cur, false
+		}
+		cur.Endpoints, cur.Ports, cur.AddressType = slice.Endpoints, slice.Ports, slice.AddressType
+		return cur, true
+	})
+}

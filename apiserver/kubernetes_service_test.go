@@ -1,0 +1,115 @@
+package apiserver_test
+
+import (
+	"context"
+	"net"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/sqlkube/sqlkube/apiserver"
+)
+
+// runKubernetesService runs the reconciler until the returned stop is
+// called (or the test ends).
+func runKubernetesService(t *testing.T, api *apiserver.Server, port int) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		api.RunKubernetesService(ctx, apiserver.KubernetesServiceOptions{Address: net.ParseIP("192.0.2.10"), Port: port, Interval: 50 * time.Millisecond})
+	}()
+	stop = func() { cancel(); <-done }
+	t.Cleanup(stop)
+	return stop
+}
+
+// waitFor polls cond until it holds (10s at most).
+func waitFor(t *testing.T, what string, cond func(ctx context.Context) (bool, error)) {
+	t.Helper()
+	if err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 10*time.Second, true, cond); err != nil {
+		t.Fatalf("waiting for %s: %v", what, err)
+	}
+}
+
+// TestKubernetesService: the kubernetes service gets the first IP of the
+// range, port 443 to the secure port, and Endpoints and an EndpointSlice
+// at the advertised address; no other service can take that IP; it is
+// recreated when deleted and follows a port change.
+func TestKubernetesService(t *testing.T) {
+	// A /29 has six addresses: the first is the kubernetes service's.
+	cfg, api := newServerWith(t, apiserver.Config{ServiceClusterIPRange: "10.0.0.0/29"})
+	cs := kubernetes.NewForConfigOrDie(cfg)
+	svcs := cs.CoreV1().Services("default")
+	stop := runKubernetesService(t, api, 6443)
+
+	var svc *corev1.Service
+	waitFor(t, "the kubernetes service", func(ctx context.Context) (bool, error) {
+		var err error
+		svc, err = svcs.Get(ctx, "kubernetes", metav1.GetOptions{})
+		return err == nil, nil
+	})
+	if svc.Spec.ClusterIP != "10.0.0.1" || len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Name != "https" || svc.Spec.Ports[0].Port != 443 ||
+		svc.Spec.Ports[0].TargetPort.IntValue() != 6443 || svc.Spec.Ports[0].Protocol != corev1.ProtocolTCP || svc.Spec.Type != corev1.ServiceTypeClusterIP {
+		t.Fatalf("kubernetes service: %+v", svc.Spec)
+	}
+	checkEndpoints := func(port int32) {
+		t.Helper()
+		waitFor(t, "the kubernetes endpoints", func(ctx context.Context) (bool, error) {
+			ep, err := cs.CoreV1().Endpoints("default").Get(ctx, "kubernetes", metav1.GetOptions{})
+			if err != nil || len(ep.Subsets) != 1 || len(ep.Subsets[0].Addresses) != 1 || len(ep.Subsets[0].Ports) != 1 {
+				return false, nil
+			}
+			return ep.Subsets[0].Addresses[0].IP == "192.0.2.10" && ep.Subsets[0].Ports[0].Port == port && ep.Subsets[0].Ports[0].Name == "https", nil
+		})
+		waitFor(t, "the kubernetes endpointslice", func(ctx context.Context) (bool, error) {
+			s, err := cs.DiscoveryV1().EndpointSlices("default").Get(ctx, "kubernetes", metav1.GetOptions{})
+			if err != nil || len(s.Endpoints) != 1 || len(s.Ports) != 1 || s.Ports[0].Port == nil {
+				return false, nil
+			}
+			return s.Labels[discoveryv1.LabelServiceName] == "kubernetes" && s.Endpoints[0].Addresses[0] == "192.0.2.10" && *s.Ports[0].Port == port, nil
+		})
+	}
+	checkEndpoints(6443)
+
+	// The first IP is not for others, asked for or not: five services fill
+	// the rest of the range.
+	port := []corev1.ServicePort{{Port: 80}}
+	if _, err := svcs.Create(context.Background(), &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "thief"}, Spec: corev1.ServiceSpec{Ports: port, ClusterIP: "10.0.0.1"}}, metav1.CreateOptions{}); !apierrors.IsInvalid(err) {
+		t.Fatalf("asking for the kubernetes service's IP: got %v, want Invalid", err)
+	}
+	for i := range 5 {
+		s, err := svcs.Create(context.Background(), &corev1.Service{ObjectMeta: metav1.ObjectMeta{GenerateName: "s-"}, Spec: corev1.ServiceSpec{Ports: port}}, metav1.CreateOptions{})
+		if err != nil || s.Spec.ClusterIP == "10.0.0.1" {
+			t.Fatalf("service %d: %v, IP %s", i, err, s.Spec.ClusterIP)
+		}
+	}
+	if _, err := svcs.Create(context.Background(), &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "full"}, Spec: corev1.ServiceSpec{Ports: port}}, metav1.CreateOptions{}); err == nil {
+		t.Fatal("a seventh address from a /29")
+	}
+
+	// Deleted, it comes back with its IP.
+	if err := svcs.Delete(context.Background(), "kubernetes", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the kubernetes service to be recreated", func(ctx context.Context) (bool, error) {
+		s, err := svcs.Get(ctx, "kubernetes", metav1.GetOptions{})
+		return err == nil && s.UID != svc.UID && s.Spec.ClusterIP == "10.0.0.1", nil
+	})
+
+	// A server on another port updates the service and endpoints.
+	stop()
+	runKubernetesService(t, api, 7443)
+	waitFor(t, "the new target port", func(ctx context.Context) (bool, error) {
+		s, err := svcs.Get(ctx, "kubernetes", metav1.GetOptions{})
+		return err == nil && s.Spec.Ports[0].TargetPort.IntValue() == 7443, nil
+	})
+	checkEndpoints(7443)
+}

@@ -1,0 +1,160 @@
+package apiserver
+
+import (
+	"fmt"
+	"net/http"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimachineryvalidation "k8s.io/apimachinery/pkg/api/validation"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	k8sstorage "k8s.io/apiserver/pkg/storage"
+	storeerr "k8s.io/apiserver/pkg/storage/errors"
+)
+
+// Namespace lifecycle, as Kubernetes' namespace registry and its
+// NamespaceLifecycle admission plugin:
+//   - DELETE of a namespace whose spec.finalizers are not empty (the
+//     "kubernetes" finalizer every namespace gets) only sets
+//     deletionTimestamp and status.phase=Terminating; the namespace
+//     controller empties it and removes the finalizer through
+//     namespaces/NAME/finalize, after which it is gone;
+//   - spec.finalizers change only through namespaces/NAME/finalize;
+//   - nothing new may be created in a terminating namespace (403);
+//   - the system namespaces may not be deleted (403).
+
+var namespacesGVR = corev1.SchemeGroupVersion.WithResource("namespaces")
+
+// immortalNamespaces cannot be deleted. Kubernetes' NamespaceLifecycle
+// protects default, kube-system and kube-public; kube-node-lease is
+// protected here too, since node agents' heartbeats depend on it.
+var immortalNamespaces = systemNamespaces
+
+// isNamespaces reports whether r is core/v1 namespaces.
+func isNamespaces(r *Resource) bool { return r.GVK.Group == "" && r.Plural == "namespaces" }
+
+// admitDelete refuses deleting a system namespace (403).
+func (h *handler) admitDelete() error {
+	if isNamespaces(h.r) && slices.Contains(immortalNamespaces, h.info.Name) {
+		return apierrors.NewForbidden(h.r.GroupResource(), h.info.Name, fmt.Errorf("this namespace may not be deleted"))
+	}
+	return nil
+}
+
+// admitCreate refuses creating a namespaced object in a namespace that is
+// being deleted (403 with a NamespaceTerminating cause). A namespace that
+// does not exist is not checked here.
+func (h *handler) admitCreate(namespace, name string) error {
+	if !h.r.Namespaced || namespace == "" {
+		return nil
+	}
+	r, ok := h.s.registry.Lookup(namespacesGVR)
+	if !ok {
+		return nil
+	}
+	ns := &corev1.Namespace{}
+	if err := h.s.storages[r].Get(h.ctx, r.key("", namespace), k8sstorage.GetOptions{}, ns); err != nil {
+		if k8sstorage.IsNotFound(err) {
+			return nil
+		}
+		return storeerr.InterpretGetError(err, r.GroupResource(), namespace)
+	}
+	if ns.DeletionTimestamp == nil && ns.Status.Phase != corev1.NamespaceTerminating {
+		return nil
+	}
+	err := apierrors.NewForbidden(h.r.GroupResource(), name, fmt.Errorf("unable to create new content in namespace %s because it is being terminated", namespace))
+	err.ErrStatus.Details.Causes = append(err.ErrStatus.Details.Causes, metav1.StatusCause{
+		Type: corev1.NamespaceTerminatingCause, Message: fmt.Sprintf("namespace %s is being terminated", namespace), Field: "metadata.namespace",
+	})
+	return err
+}
+
+// pendingSpecFinalizers reports whether obj is a namespace whose
+// spec.finalizers still hold it.
+func pendingSpecFinalizers(obj runtime.Object) bool {
+	ns, ok := obj.(*corev1.Namespace)
+	return ok && len(ns.Spec.Finalizers) > 0
+}
+
+// markTerminating sets a namespace being deleted to phase Terminating.
+func markTerminating(obj runtime.Object) {
+	if ns, ok := obj.(*corev1.Namespace); ok {
+		ns.Status.Phase = corev1.NamespaceTerminating
+	}
+}
+
+// keepNamespaceFinalizers keeps a namespace's spec.finalizers over an
+// update of the main resource (only finalize changes them).
+func keepNamespaceFinalizers(existing, updated runtime.Object) {
+	old, ok := existing.(*corev1.Namespace)
+	if !ok {
+		return
+	}
+	updated.(*corev1.Namespace).Spec.Finalizers = old.Spec.Finalizers
+}
+
+// finalizeNamespace serves PUT namespaces/NAME/finalize: the namespace's
+// spec.finalizers become the body's, nothing else changes (a stale
+// resourceVersion is a 409). A namespace being deleted that is left with
+// no finalizers at all is removed.
+func (h *handler) finalizeNamespace() error {
+	var opts metav1.UpdateOptions
+	if err := parameterCodec.DecodeParameters(h.c.Request().URL.Query(), metaGV, &opts); err != nil {
+		return h.fail(apierrors.NewBadRequest(err.Error()))
+	}
+	if errs := metav1validation.ValidateUpdateOptions(&opts); len(errs) > 0 {
+		return h.fail(apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "UpdateOptions"}, "", errs))
+	}
+	obj, err := h.decodeBody()
+	if err != nil {
+		return h.fail(err)
+	}
+	want := obj.(*corev1.Namespace)
+	if want.Name != h.info.Name {
+		return h.fail(apierrors.NewBadRequest(fmt.Sprintf("the name of the object (%s) does not match the name on the URL (%s)", want.Name, h.info.Name)))
+	}
+	var errs field.ErrorList
+	fs := make([]string, len(want.Spec.Finalizers))
+	for i, f := range want.Spec.Finalizers {
+		fs[i] = string(f)
+	}
+	errs = append(errs, apimachineryvalidation.ValidateFinalizers(fs, field.NewPath("spec", "finalizers"))...)
+	if len(errs) > 0 {
+		return h.fail(apierrors.NewInvalid(h.r.GVK.GroupKind(), want.Name, errs))
+	}
+	tryUpdate := func(existing runtime.Object, _ k8sstorage.ResponseMeta) (runtime.Object, *uint64, error) {
+		cur := existing.(*corev1.Namespace)
+		if rv := want.ResourceVersion; rv != "" && rv != cur.ResourceVersion {
+			return nil, nil, apierrors.NewConflict(h.r.GroupResource(), h.info.Name,
+				fmt.Errorf("the object has been modified; please apply your changes to the latest version and try again"))
+		}
+		updated := cur.DeepCopy()
+		updated.Spec.Finalizers = want.Spec.Finalizers
+		return updated, nil, nil
+	}
+	if isDryRun(opts.DryRun) {
+		existing := &corev1.Namespace{}
+		if err := h.st.Get(h.ctx, h.key(), k8sstorage.GetOptions{}, existing); err != nil {
+			return h.fail(storeerr.InterpretGetError(err, h.r.GroupResource(), h.info.Name))
+		}
+		out, _, err := tryUpdate(existing, k8sstorage.ResponseMeta{})
+		if err != nil {
+			return h.fail(err)
+		}
+		return h.respond(http.StatusOK, out)
+	}
+	out := &corev1.Namespace{}
+	if err := h.st.GuaranteedUpdate(h.ctx, h.key(), out, false, nil, tryUpdate, nil); err != nil {
+		return h.fail(storeerr.InterpretUpdateError(err, h.r.GroupResource(), h.info.Name))
+	}
+	res, err := h.finishDeletion(out)
+	if err != nil {
+		return h.fail(err)
+	}
+	return h.respond(http.StatusOK, res)
+}
