@@ -219,7 +219,8 @@ func (h *handler) readBody() ([]byte, error) {
 }
 
 // decodeBody reads and decodes a request body into a new object of the
-// resource, checking its kind.
+// resource, checking its kind; unknown and duplicate fields follow the
+// fieldValidation directive.
 func (h *handler) decodeBody() (runtime.Object, error) {
 	req := h.c.Request()
 	body, err := h.readBody()
@@ -238,8 +239,15 @@ func (h *handler) decodeBody() (runtime.Object, error) {
 		}}
 	}
 	obj := h.r.New()
-	decoder := Codecs.DecoderToVersion(info.Serializer, h.r.GroupVersion())
+	decoder := Codecs.DecoderToVersion(h.bodySerializer(info), h.r.GroupVersion())
 	out, gvk, err := decoder.Decode(body, &h.r.GVK, obj)
+	if strict, ok := runtime.AsStrictDecodingError(err); ok && out != nil {
+		// Unknown or duplicate fields: fieldvalidation.go.
+		err = h.strictFields(strict.Errors(), h.decodeStrictError(gvk))
+		if err != nil {
+			return nil, err
+		}
+	}
 	if err != nil {
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("the body of the request could not be decoded: %v", err))
 	}
