@@ -192,6 +192,9 @@ func (h *handler) list(watching bool) error {
 	if err != nil {
 		return h.fail(err)
 	}
+	if err := validateListOptions(opts, watching || opts.Watch); err != nil {
+		return h.fail(err)
+	}
 	if watching || opts.Watch {
 		return h.watch(opts, pred)
 	}

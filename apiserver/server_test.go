@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	etcdkube "go.etcd.io/etcd/client/v3/kubernetes"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -31,6 +32,14 @@ import (
 // in-process, and returns a client config for it.
 func newServer(t testing.TB) *rest.Config {
 	t.Helper()
+	cfg, _ := newServerWithStorage(t)
+	return cfg
+}
+
+// newServerWithStorage is newServer that also returns the etcd client
+// under the API server (to compact, say).
+func newServerWithStorage(t testing.TB) (*rest.Config, *etcdkube.Client) {
+	t.Helper()
 	ctx := context.Background()
 	be, err := sqlstore.Open(ctx, sqlstore.Options{DSN: "sqlite://" + filepath.Join(t.TempDir(), "state.db"), Logger: zerolog.Nop()})
 	if err != nil {
@@ -41,6 +50,13 @@ func newServer(t testing.TB) *rest.Config {
 	t.Cleanup(func() { srv.Stop(time.Second) })
 	client := storage.Local(srv)
 	t.Cleanup(func() { _ = client.Close() })
+	return serveAPI(t, client), client
+}
+
+// serveAPI starts an API server over client (another one may share it,
+// as API servers share a database).
+func serveAPI(t testing.TB, client *etcdkube.Client) *rest.Config {
+	t.Helper()
 	api, err := apiserver.New(apiserver.Config{Client: client, Logger: zerolog.Nop()})
 	if err != nil {
 		t.Fatal(err)
