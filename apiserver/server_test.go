@@ -40,6 +40,13 @@ func newServer(t testing.TB) *rest.Config {
 // under the API server (to compact, say).
 func newServerWithStorage(t testing.TB) (*rest.Config, *etcdkube.Client) {
 	t.Helper()
+	client := newStorage(t)
+	return serveAPI(t, client), client
+}
+
+// newStorage starts the etcd API in-process on a fresh SQLite database.
+func newStorage(t testing.TB) *etcdkube.Client {
+	t.Helper()
 	ctx := context.Background()
 	be, err := sqlstore.Open(ctx, sqlstore.Options{DSN: "sqlite://" + filepath.Join(t.TempDir(), "state.db"), Logger: zerolog.Nop()})
 	if err != nil {
@@ -50,7 +57,7 @@ func newServerWithStorage(t testing.TB) (*rest.Config, *etcdkube.Client) {
 	t.Cleanup(func() { srv.Stop(time.Second) })
 	client := storage.Local(srv)
 	t.Cleanup(func() { _ = client.Close() })
-	return serveAPI(t, client), client
+	return client
 }
 
 // serveAPI starts an API server over client (another one may share it,
