@@ -91,7 +91,8 @@ func isApply(contentType string) bool {
 // is the applier's intent (YAML or JSON), merged into the live object by
 // structured-merge-diff with managedFields; fields another manager owns
 // conflict (409 with the conflicts as causes) unless force=true. A missing
-// object is created.
+// object is created. Unknown and duplicate fields follow fieldValidation
+// (apply_fieldvalidation.go).
 func (h *handler) serverSideApply() error {
 	req := h.c.Request()
 	body, err := h.readBody()
@@ -124,6 +125,9 @@ func (h *handler) serverSideApply() error {
 	if h.r.Namespaced {
 		applied.SetNamespace(h.info.Namespace)
 	}
+	if err := h.applyFieldValidation(body, applied); err != nil {
+		return h.fail(err)
+	}
 	fm, err := h.s.fieldManagers.get(h.r, h.info.Subresource)
 	if err != nil {
 		return h.fail(err)
@@ -151,7 +155,7 @@ func (h *handler) serverSideApply() error {
 		}
 		out, err := fm.Apply(live, applied.DeepCopy(), opts.FieldManager, force)
 		if err != nil {
-			return nil, err
+			return nil, applyTypeError(err)
 		}
 		if creating {
 			return h.prepareCreate(out)

@@ -27,6 +27,9 @@ func (s *Server) version(c echo.Context) error {
 }
 
 func (s *Server) apiVersions(c echo.Context) error {
+	if v := aggregatedDiscoveryVersion(c.Request().Header.Get(echo.HeaderAccept)); v != "" {
+		return s.serveAggregatedDiscovery(c, v, true) // discovery_aggregated.go
+	}
 	return writeObject(c, http.StatusOK, &metav1.APIVersions{
 		Versions:                   []string{"v1"},
 		ServerAddressByClientCIDRs: []metav1.ServerAddressByClientCIDR{{ClientCIDR: "0.0.0.0/0", ServerAddress: c.Request().Host}},
@@ -34,6 +37,9 @@ func (s *Server) apiVersions(c echo.Context) error {
 }
 
 func (s *Server) apiGroups(c echo.Context) error {
+	if v := aggregatedDiscoveryVersion(c.Request().Header.Get(echo.HeaderAccept)); v != "" {
+		return s.serveAggregatedDiscovery(c, v, false)
+	}
 	list := &metav1.APIGroupList{}
 	for _, g := range s.groups() {
 		list.Groups = append(list.Groups, g)

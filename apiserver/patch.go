@@ -152,6 +152,9 @@ type patcher struct {
 	patchType types.PatchType
 	body      []byte
 	jsonPatch jsonpatch.Patch
+	// bodyStrictErrs are the duplicate fields of the body, unless
+	// fieldValidation is Ignore.
+	bodyStrictErrs []error
 }
 
 // newPatcher checks what can be checked of the patch before reading the
@@ -159,6 +162,9 @@ type patcher struct {
 // maxJSONPatchOperations (413).
 func (h *handler) newPatcher(patchType types.PatchType, body []byte) (*patcher, error) {
 	p := &patcher{h: h, patchType: patchType, body: body}
+	if h.fieldValidation() != metav1.FieldValidationIgnore {
+		p.bodyStrictErrs = patchBodyStrictErrors(patchType == types.JSONPatchType, body)
+	}
 	if patchType == types.JSONPatchType {
 		ops, err := jsonpatch.DecodePatch(body)
 		if err != nil {
@@ -184,7 +190,10 @@ func (h *handler) newPatcher(patchType types.PatchType, body []byte) (*patcher, 
 //     kind) is 422 Invalid. kube-apiserver answers 422 for both too; it
 //     drops the reason from the message, which we keep;
 //   - a patched name or namespace that differs from the URL's is 400
-//     BadRequest, as kube-apiserver's name check answers.
+//     BadRequest, as kube-apiserver's name check answers;
+//   - unknown fields in the patched object and duplicate fields in the
+//     patch follow fieldValidation: Strict rejects them with 422 Invalid
+//     (kube-apiserver's answer for patches; create and update answer 400).
 func (p *patcher) apply(existing runtime.Object) (runtime.Object, error) {
 	h := p.h
 	current := existing.DeepCopyObject()
@@ -220,7 +229,11 @@ func (p *patcher) apply(existing runtime.Object) (runtime.Object, error) {
 	if !ok {
 		return nil, apierrors.NewInternalError(errors.New("no JSON serializer"))
 	}
-	obj, gvk, err := info.Serializer.Decode(patchedJSON, &h.r.GVK, h.r.New())
+	obj, gvk, err := h.bodySerializer(info).Decode(patchedJSON, &h.r.GVK, h.r.New())
+	strictErrs := p.bodyStrictErrs
+	if strict, ok := runtime.AsStrictDecodingError(err); ok && obj != nil {
+		strictErrs, err = append(slices.Clip(strictErrs), strict.Errors()...), nil
+	}
 	if err != nil || *gvk != h.r.GVK {
 		// A patched apiVersion or kind makes the serializer decode
 		// another type: say so rather than how that type failed.
@@ -233,6 +246,11 @@ func (p *patcher) apply(existing runtime.Object) (runtime.Object, error) {
 			err = fmt.Errorf("decoded as %s", gvk)
 		}
 		return nil, h.patchInvalid(fmt.Errorf("the patched object could not be decoded: %w", err))
+	}
+	// Unknown fields in the patched object, duplicates in the patch:
+	// warned of or 422 Invalid, as kube-apiserver answers for patches.
+	if err := h.strictFields(strictErrs, h.patchInvalid); err != nil {
+		return nil, err
 	}
 	// Kept as served whatever the patch did to them (removed, say).
 	obj.GetObjectKind().SetGroupVersionKind(h.r.GVK)

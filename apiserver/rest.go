@@ -203,6 +203,9 @@ func (h *handler) list(watching bool) error {
 	if err != nil {
 		return h.fail(err)
 	}
+	if err := validateListOptions(opts, watching || opts.Watch); err != nil {
+		return h.fail(err)
+	}
 	if watching || opts.Watch {
 		return h.watch(opts, pred)
 	}
@@ -230,7 +233,8 @@ func (h *handler) readBody() ([]byte, error) {
 }
 
 // decodeBody reads and decodes a request body into a new object of the
-// resource, checking its kind.
+// resource, checking its kind; unknown and duplicate fields follow the
+// fieldValidation directive.
 func (h *handler) decodeBody() (runtime.Object, error) {
 	req := h.c.Request()
 	body, err := h.readBody()
@@ -249,8 +253,15 @@ func (h *handler) decodeBody() (runtime.Object, error) {
 		}}
 	}
 	obj := h.r.New()
-	decoder := Codecs.DecoderToVersion(info.Serializer, h.r.GroupVersion())
+	decoder := Codecs.DecoderToVersion(h.bodySerializer(info), h.r.GroupVersion())
 	out, gvk, err := decoder.Decode(body, &h.r.GVK, obj)
+	if strict, ok := runtime.AsStrictDecodingError(err); ok && out != nil {
+		// Unknown or duplicate fields: fieldvalidation.go.
+		err = h.strictFields(strict.Errors(), h.decodeStrictError(gvk))
+		if err != nil {
+			return nil, err
+		}
+	}
 	if err != nil {
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("the body of the request could not be decoded: %v", err))
 	}
@@ -399,7 +410,7 @@ func (h *handler) prepareCreate(obj runtime.Object) (runtime.Object, error) {
 	if len(res.errs) > 0 {
 		return nil, apierrors.NewInvalid(h.r.GVK.GroupKind(), m.GetName(), res.errs)
 	}
-	h.warn(res.warnings...)
+	h.warnAll(res.warnings)
 	return res.obj, nil
 }
 

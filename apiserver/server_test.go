@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	etcdkube "go.etcd.io/etcd/client/v3/kubernetes"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -39,6 +40,21 @@ func newServer(t testing.TB) *rest.Config {
 // set here) that also returns the server.
 func newServerWith(t testing.TB, conf apiserver.Config) (*rest.Config, *apiserver.Server) {
 	t.Helper()
+	conf.Client = newStorage(t)
+	return serveAPIWith(t, conf)
+}
+
+// newServerWithStorage is newServer that also returns the etcd client
+// under the API server (to compact, say).
+func newServerWithStorage(t testing.TB) (*rest.Config, *etcdkube.Client) {
+	t.Helper()
+	client := newStorage(t)
+	return serveAPI(t, client), client
+}
+
+// newStorage starts the etcd API in-process on a fresh SQLite database.
+func newStorage(t testing.TB) *etcdkube.Client {
+	t.Helper()
 	ctx := context.Background()
 	be, err := sqlstore.Open(ctx, sqlstore.Options{DSN: "sqlite://" + filepath.Join(t.TempDir(), "state.db"), Logger: zerolog.Nop()})
 	if err != nil {
@@ -49,7 +65,21 @@ func newServerWith(t testing.TB, conf apiserver.Config) (*rest.Config, *apiserve
 	t.Cleanup(func() { srv.Stop(time.Second) })
 	client := storage.Local(srv)
 	t.Cleanup(func() { _ = client.Close() })
-	conf.Client, conf.Logger = client, zerolog.Nop()
+	return client
+}
+
+// serveAPI starts an API server over client (another one may share it,
+// as API servers share a database).
+func serveAPI(t testing.TB, client *etcdkube.Client) *rest.Config {
+	t.Helper()
+	cfg, _ := serveAPIWith(t, apiserver.Config{Client: client})
+	return cfg
+}
+
+// serveAPIWith starts an API server with conf (Logger is set here).
+func serveAPIWith(t testing.TB, conf apiserver.Config) (*rest.Config, *apiserver.Server) {
+	t.Helper()
+	conf.Logger = zerolog.Nop()
 	api, err := apiserver.New(conf)
 	if err != nil {
 		t.Fatal(err)

@@ -12,7 +12,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer/streaming"
+	"k8s.io/apimachinery/pkg/util/httpstream/wsstream"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/apiserver/pkg/endpoints/handlers/negotiation"
 	k8sstorage "k8s.io/apiserver/pkg/storage"
 	storeerr "k8s.io/apiserver/pkg/storage/errors"
 )
@@ -21,8 +23,10 @@ import (
 // picks 30-60 minutes; clients watch again).
 const maxWatchTimeout = 30 * time.Minute
 
-// watch streams events, one per chunk, until the client goes, timeoutSeconds pass or storage ends the
-// watch (a 410 Gone or 429 ends it with an ERROR event carrying a Status).
+// watch streams events, one per chunk (or one per message over a
+// websocket), until the client goes, timeoutSeconds pass or storage ends
+// the watch (a 410 Gone or 429 ends it with an ERROR event carrying a
+// Status).
 func (h *handler) watch(opts metav1.ListOptions, pred k8sstorage.SelectionPredicate) error {
 	timeout := maxWatchTimeout
 	if opts.TimeoutSeconds != nil && *opts.TimeoutSeconds > 0 {
@@ -44,18 +48,12 @@ func (h *handler) watch(opts metav1.ListOptions, pred k8sstorage.SelectionPredic
 	}
 	defer w.Stop()
 
-	mediaOpts, info := negotiate(h.c)
-	if info.StreamSerializer == nil {
-		info, _ = runtime.SerializerInfoForMediaType(Codecs.SupportedMediaTypes(), runtime.ContentTypeJSON)
+	enc := h.newWatchEncoding()
+	if wsstream.IsWebSocketRequest(h.c.Request()) {
+		return h.watchWebsocket(ctx, w, enc) // watch_websocket.go
 	}
-	asTable := mediaOpts.Convert != nil && mediaOpts.Convert.Kind == "Table"
-	enc := Codecs.EncoderForVersion(info.Serializer, h.r.GroupVersion())
-	if asTable {
-		enc = Codecs.EncoderForVersion(info.Serializer, schema.GroupVersion{Group: metav1.GroupName, Version: mediaOpts.Convert.Version})
-	}
-	statusEnc := Codecs.EncoderForVersion(info.Serializer, metaGV)
 	resp := h.c.Response()
-	contentType := info.MediaType
+	contentType := enc.info.MediaType
 	if contentType != runtime.ContentTypeJSON {
 		contentType += ";stream=watch"
 	}
@@ -63,10 +61,45 @@ func (h *handler) watch(opts metav1.ListOptions, pred k8sstorage.SelectionPredic
 	resp.WriteHeader(http.StatusOK)
 	resp.Flush()
 	// Each event is a metav1.WatchEvent framed for the encoding (JSON
-	// objects one after the other, length-prefixed protobuf), its object
-	// encoded on its own first.
-	events := streaming.NewEncoder(info.StreamSerializer.Framer.NewFrameWriter(resp), info.StreamSerializer.Serializer)
+	// objects one after the other, length-prefixed protobuf).
+	events := streaming.NewEncoder(enc.info.StreamSerializer.Framer.NewFrameWriter(resp), enc.info.StreamSerializer.Serializer)
+	return h.streamEvents(ctx, w, enc, func(ev *metav1.WatchEvent) error {
+		if err := events.Encode(ev); err != nil {
+			return err
+		}
+		resp.Flush()
+		return nil
+	})
+}
 
+// watchEncoding is how a watch's events are encoded: the negotiated
+// serializer, objects in the resource's version or as Table rows.
+type watchEncoding struct {
+	info        runtime.SerializerInfo
+	mediaOpts   negotiation.MediaTypeOptions
+	obj, status runtime.Encoder
+	asTable     bool
+}
+
+func (h *handler) newWatchEncoding() watchEncoding {
+	mediaOpts, info := negotiate(h.c)
+	if info.StreamSerializer == nil {
+		info, _ = runtime.SerializerInfoForMediaType(Codecs.SupportedMediaTypes(), runtime.ContentTypeJSON)
+	}
+	e := watchEncoding{info: info, mediaOpts: mediaOpts, asTable: mediaOpts.Convert != nil && mediaOpts.Convert.Kind == "Table"}
+	e.obj = Codecs.EncoderForVersion(info.Serializer, h.r.GroupVersion())
+	if e.asTable {
+		e.obj = Codecs.EncoderForVersion(info.Serializer, schema.GroupVersion{Group: metav1.GroupName, Version: mediaOpts.Convert.Version})
+	}
+	e.status = Codecs.EncoderForVersion(info.Serializer, metaGV)
+	return e
+}
+
+// streamEvents hands each event of w to send as a metav1.WatchEvent, its
+// object encoded on its own first, until the client goes (send fails),
+// ctx ends (timeoutSeconds), the server stops or storage ends the watch.
+// An ERROR event (a 410 Gone or 429 Status) is the last one sent.
+func (h *handler) streamEvents(ctx context.Context, w watch.Interface, enc watchEncoding, send func(*metav1.WatchEvent) error) error {
 	var buf bytes.Buffer
 	for {
 		select {
@@ -78,14 +111,14 @@ func (h *handler) watch(opts metav1.ListOptions, pred k8sstorage.SelectionPredic
 			if !ok {
 				return nil
 			}
-			obj, e := ev.Object, enc
+			obj, e := ev.Object, enc.obj
 			if ev.Type == watch.Error {
-				e = statusEnc
-			} else if asTable && ev.Type != watch.Bookmark {
-				t, err := h.table(obj, mediaOpts)
+				e = enc.status
+			} else if enc.asTable && ev.Type != watch.Bookmark {
+				t, err := h.table(obj, enc.mediaOpts)
 				if err != nil {
 					st := apierrors.NewInternalError(err).Status()
-					obj, e, ev.Type = &st, statusEnc, watch.Error
+					obj, e, ev.Type = &st, enc.status, watch.Error
 				} else {
 					if ev.Type != watch.Added {
 						t.ColumnDefinitions = nil // sent with the first rows only, as upstream
@@ -98,12 +131,11 @@ func (h *handler) watch(opts metav1.ListOptions, pred k8sstorage.SelectionPredic
 				st := apierrors.NewInternalError(err).Status()
 				ev.Type = watch.Error
 				buf.Reset()
-				_ = statusEnc.Encode(&st, &buf)
+				_ = enc.status.Encode(&st, &buf)
 			}
-			if err := events.Encode(&metav1.WatchEvent{Type: string(ev.Type), Object: runtime.RawExtension{Raw: buf.Bytes()}}); err != nil {
+			if err := send(&metav1.WatchEvent{Type: string(ev.Type), Object: runtime.RawExtension{Raw: buf.Bytes()}}); err != nil {
 				return nil
 			}
-			resp.Flush()
 			if ev.Type == watch.Error {
 				return nil
 			}

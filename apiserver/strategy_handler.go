@@ -1,20 +1,10 @@
 package apiserver
 
 import (
-	"fmt"
-
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 )
-
-// warn adds Warning response headers (RFC 7234 code 299, as kube-apiserver
-// sends them and kubectl prints them).
-func (h *handler) warn(msgs ...string) {
-	for _, msg := range msgs {
-		h.c.Response().Header().Add("Warning", fmt.Sprintf("299 - %q", msg))
-	}
-}
 
 // runUpdateStrategy runs the resource's update strategy (or its status
 // strategy) and answers 422 with its field errors.
@@ -27,6 +17,13 @@ func (h *handler) runUpdateStrategy(status bool, existing, updated runtime.Objec
 		m, _ := meta.Accessor(updated)
 		return nil, apierrors.NewInvalid(h.r.GVK.GroupKind(), m.GetName(), res.errs)
 	}
-	h.warn(res.warnings...)
+	h.warnAll(res.warnings)
 	return res.obj, nil
+}
+
+// warnAll sends each of a strategy's warnings.
+func (h *handler) warnAll(msgs []string) {
+	for _, m := range msgs {
+		h.warn(m)
+	}
 }
