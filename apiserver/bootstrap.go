@@ -10,12 +10,14 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	k8sstorage "k8s.io/apiserver/pkg/storage"
+	clientset "k8s.io/client-go/kubernetes"
 )
 
 // systemNamespaces exist on every cluster.
 var systemNamespaces = []string{metav1.NamespaceDefault, metav1.NamespaceSystem, metav1.NamespacePublic, corev1.NamespaceNodeLease}
 
-// Bootstrap creates what a fresh cluster has: the system namespaces. It is
+// Bootstrap creates what a fresh cluster has: the system namespaces and
+// Kubernetes' bootstrap RBAC policy (reconciled at every start). It is
 // idempotent.
 func (s *Server) Bootstrap(ctx context.Context) error {
 	r, _ := s.registry.Lookup(schema.GroupVersionResource{Version: "v1", Resource: "namespaces"})
@@ -30,5 +32,9 @@ func (s *Server) Bootstrap(ctx context.Context) error {
 			return err
 		}
 	}
-	return nil
+	cs, err := clientset.NewForConfig(s.loopback)
+	if err != nil {
+		return err
+	}
+	return reconcileRBAC(ctx, cs)
 }

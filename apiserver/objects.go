@@ -18,7 +18,13 @@ func newStringSet(items ...string) sets.String { return sets.NewString(items...)
 // validateObjectMeta checks names, labels, annotations and the rest of
 // metadata as Kubernetes does (namespaces are DNS labels, other names DNS
 // subdomains).
+//
+// Resources with a Kubernetes strategy are checked by it instead (with the
+// name rules of their type: RBAC names are path segments, say).
 func validateObjectMeta(m metav1.Object, r *Resource) field.ErrorList {
+	if strategies[r.GroupResource()] != nil {
+		return nil
+	}
 	nameFn := apimachineryvalidation.NameIsDNSSubdomain
 	if r.GVK.Group == "" && r.Plural == "namespaces" {
 		nameFn = apimachineryvalidation.ValidateNamespaceName

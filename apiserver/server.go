@@ -2,6 +2,7 @@ package apiserver
 
 import (
 	"context"
+	"crypto"
 	"errors"
 	"fmt"
 	"net/http"
@@ -13,7 +14,11 @@ import (
 	"go.etcd.io/etcd/client/v3/kubernetes"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apiserver/pkg/server/storage"
+	"k8s.io/apiserver/pkg/authentication/authenticator"
 	k8sstorage "k8s.io/apiserver/pkg/storage"
+	"k8s.io/client-go/informers"
+	clientset "k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/sqlkube/sqlkube/apiserver/openapi"
 	sqlstorage "github.com/sqlkube/sqlkube/storage"
@@ -30,9 +35,25 @@ type Config struct {
 	// cluster IPs and node ports come from (defaults
 	// DefaultServiceClusterIPRange, DefaultServiceNodePortRange).
 	ServiceClusterIPRange, ServiceNodePortRange string
-	// Authenticate requires a verified client certificate for everything
-	// but /healthz, /livez, /readyz and /version (401 otherwise).
+	// Authenticate requires credentials (a verified client certificate,
+	// a static, service-account or bootstrap token) for everything but
+	// /healthz, /livez, /readyz and /version (401 otherwise). Without it,
+	// requests without credentials act as a member of system:masters
+	// (tests, or behind a proxy that authenticates).
 	Authenticate bool
+	// TokenAuthFile is a CSV of static bearer tokens
+	// (token,user,uid,"group1,group2"), as kube-apiserver's
+	// --token-auth-file.
+	TokenAuthFile string
+	// ServiceAccountKey signs service-account tokens (TokenRequest) and
+	// its public half checks them; nil turns service-account tokens off.
+	ServiceAccountKey crypto.Signer
+	// ServiceAccountIssuer is the tokens' issuer and default audience
+	// (default DefaultServiceAccountIssuer).
+	ServiceAccountIssuer string
+	// AuthorizationMode is AuthorizationRBAC (default) or
+	// AuthorizationAlwaysAllow.
+	AuthorizationMode string
 }
 
 // Server serves the Kubernetes API.
@@ -56,6 +77,14 @@ type Server struct {
 	v2ProtoErr  error
 	// fieldManagers track managedFields and serve server-side apply.
 	fieldManagers *fieldManagers
+	// loopback is the server's own client configuration (in-memory,
+	// acting as LoopbackUser); informers read through it.
+	loopback  *rest.Config
+	informers informers.SharedInformerFactory
+	authn     authenticator.Request
+	authz     *authz
+	// serviceAccounts is nil without a signing key.
+	serviceAccounts *serviceAccounts
 }
 
 // New builds the server and its storage (a watch cache per resource).
@@ -101,8 +130,66 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("apiserver: managed fields: %w", err)
 	}
 	s.echo = s.routes()
+	if err := s.startAuth(); err != nil {
+		s.Close()
+		return nil, err
+	}
 	return s, nil
 }
+
+// startAuth starts the loopback client and the informers authentication
+// and authorization read from, and builds both.
+func (s *Server) startAuth() error {
+	var stopLoopback func()
+	s.loopback, stopLoopback = startLoopback(s.echo)
+	s.stops = append(s.stops, stopLoopback)
+	client, err := clientset.NewForConfig(s.loopback)
+	if err != nil {
+		return err
+	}
+	s.informers = informers.NewSharedInformerFactory(client, 0)
+	if s.authz, err = newAuthorizer(s.cfg.AuthorizationMode, s.informers); err != nil {
+		return err
+	}
+	var tokens []authenticator.Token
+	if s.cfg.TokenAuthFile != "" {
+		st, err := loadTokenFile(s.cfg.TokenAuthFile)
+		if err != nil {
+			return fmt.Errorf("apiserver: %w", err)
+		}
+		tokens = append(tokens, st)
+	}
+	if s.cfg.ServiceAccountKey != nil {
+		if s.serviceAccounts, err = newServiceAccounts(s.cfg.ServiceAccountKey, s.cfg.ServiceAccountIssuer, client); err != nil {
+			return fmt.Errorf("apiserver: %w", err)
+		}
+		tokens = append(tokens, s.serviceAccounts.tokens)
+	}
+	s.authn = newAuthenticator(tokens...)
+	stop := make(chan struct{})
+	s.informers.Start(stop)
+	s.stops = append(s.stops, func() {
+		close(stop)
+		s.informers.Shutdown()
+	})
+	s.ready = append(s.ready, func() bool {
+		for _, synced := range s.informers.WaitForCacheSync(closedChan) {
+			if !synced {
+				return false
+			}
+		}
+		return true
+	})
+	return nil
+}
+
+// closedChan makes WaitForCacheSync answer at once.
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// Loopback returns a client configuration that reaches this server in
+// memory, acting as LoopbackUser (system:masters), for built-in
+// components running in the same process.
+func (s *Server) Loopback() *rest.Config { return rest.CopyConfig(s.loopback) }
 
 // newStorage builds a resource's store (protobuf under /registry, as
 // kube-apiserver stores built-in types) and its watch cache.
@@ -160,7 +247,7 @@ func (s *Server) routes() *echo.Echo {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.httpError
-	e.Use(s.authenticate)
+	e.Use(s.authenticate, s.authorize)
 	for _, p := range []string{"/healthz", "/livez"} {
 		e.GET(p, func(c echo.Context) error { return c.String(http.StatusOK, "ok") })
 	}

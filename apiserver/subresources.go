@@ -34,6 +34,9 @@ var extraSubresources = map[schema.GroupResource][]subresource{
 		{Name: "binding", Kind: "Binding", Verbs: metav1.Verbs{"create"}, Serve: (*handler).bind},
 		{Name: "eviction", Kind: "Eviction", GroupVersion: schema.GroupVersion{Group: "policy", Version: "v1"}, Verbs: metav1.Verbs{"create"}, Serve: (*handler).evict},
 	},
+	{Resource: "serviceaccounts"}: {
+		{Name: "token", Kind: "TokenRequest", GroupVersion: schema.GroupVersion{Group: "authentication.k8s.io", Version: "v1"}, Verbs: metav1.Verbs{"create"}, Serve: (*handler).createToken},
+	},
 	{Resource: "namespaces"}: {
 		{Name: "finalize", Kind: "Namespace", Verbs: metav1.Verbs{"update"}, Serve: (*handler).finalizeNamespace},
 	},

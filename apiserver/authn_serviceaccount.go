@@ -1,0 +1,97 @@
+package apiserver
+
+import (
+	"context"
+	"crypto"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apiserver/pkg/authentication/authenticator"
+	tokencache "k8s.io/apiserver/pkg/authentication/token/cache"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/kubernetes/pkg/serviceaccount"
+)
+
+// DefaultServiceAccountIssuer is the issuer (and default audience) of
+// service-account tokens, as kubeadm sets it.
+const DefaultServiceAccountIssuer = "https://kubernetes.default.svc.cluster.local"
+
+// legacyIssuer is the issuer of secret-based service-account tokens.
+const legacyIssuer = "kubernetes/serviceaccount"
+
+// serviceAccounts signs and checks service-account tokens with the
+// cluster's key.
+type serviceAccounts struct {
+	issuer    string
+	generator serviceaccount.TokenGenerator
+	// tokens authenticates bound tokens (TokenRequest) and legacy
+	// secret-based ones, which stop working once their secret is gone.
+	tokens authenticator.Token
+}
+
+func newServiceAccounts(key crypto.Signer, issuer string, client kubernetes.Interface) (*serviceAccounts, error) {
+	if issuer == "" {
+		issuer = DefaultServiceAccountIssuer
+	}
+	gen, err := serviceaccount.JWTTokenGenerator(issuer, key)
+	if err != nil {
+		return nil, fmt.Errorf("service-account signing key: %w", err)
+	}
+	keys, err := serviceaccount.StaticPublicKeysGetter([]any{key.Public()})
+	if err != nil {
+		return nil, err
+	}
+	getter := clientTokenGetter{client}
+	bound := serviceaccount.JWTTokenAuthenticator([]string{issuer}, keys, authenticator.Audiences{issuer}, serviceaccount.NewValidator(getter))
+	legacyValidator, err := serviceaccount.NewLegacyValidator(true, getter, client.CoreV1())
+	if err != nil {
+		return nil, err
+	}
+	legacy := serviceaccount.JWTTokenAuthenticator([]string{legacyIssuer}, keys, authenticator.Audiences{issuer}, legacyValidator)
+	return &serviceAccounts{
+		issuer: issuer, generator: gen,
+		// Checking a token reads its service account (and pod or
+		// secret); successes are kept 10 s, as kube-apiserver does.
+		tokens: tokencache.New(tokenUnion{bound, legacy}, false, 10*time.Second, 0),
+	}, nil
+}
+
+// tokenUnion tries each token authenticator in turn, ignoring the errors
+// of those that do not recognise a token's issuer.
+type tokenUnion []authenticator.Token
+
+func (u tokenUnion) AuthenticateToken(ctx context.Context, token string) (*authenticator.Response, bool, error) {
+	var firstErr error
+	for _, a := range u {
+		resp, ok, err := a.AuthenticateToken(ctx, token)
+		if ok {
+			return resp, true, nil
+		}
+		if err != nil && firstErr == nil {
+			firstErr = err
+		}
+	}
+	return nil, false, firstErr
+}
+
+// clientTokenGetter reads what a token names through the server's own
+// (loopback) client.
+type clientTokenGetter struct{ client kubernetes.Interface }
+
+func (g clientTokenGetter) GetServiceAccount(namespace, name string) (*corev1.ServiceAccount, error) {
+	return g.client.CoreV1().ServiceAccounts(namespace).Get(context.TODO(), name, metav1.GetOptions{})
+}
+
+func (g clientTokenGetter) GetPod(namespace, name string) (*corev1.Pod, error) {
+	return g.client.CoreV1().Pods(namespace).Get(context.TODO(), name, metav1.GetOptions{})
+}
+
+func (g clientTokenGetter) GetSecret(namespace, name string) (*corev1.Secret, error) {
+	return g.client.CoreV1().Secrets(namespace).Get(context.TODO(), name, metav1.GetOptions{})
+}
+
+func (g clientTokenGetter) GetNode(name string) (*corev1.Node, error) {
+	return g.client.CoreV1().Nodes().Get(context.TODO(), name, metav1.GetOptions{})
+}

@@ -1,0 +1,86 @@
+package apiserver
+
+import (
+	"github.com/labstack/echo/v4"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
+	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
+	authzunion "k8s.io/apiserver/pkg/authorization/union"
+	"k8s.io/apiserver/pkg/endpoints/filters"
+	"k8s.io/apiserver/pkg/endpoints/handlers/responsewriters"
+	"k8s.io/apiserver/pkg/endpoints/request"
+	"k8s.io/client-go/informers"
+	"k8s.io/kubernetes/plugin/pkg/auth/authorizer/rbac"
+)
+
+// Authorization modes.
+const (
+	AuthorizationRBAC        = "RBAC"
+	AuthorizationAlwaysAllow = "AlwaysAllow"
+)
+
+// authz is the server's authorizer and what answers "what may this user
+// do" (SelfSubjectRulesReview).
+type authz struct {
+	authorizer.Authorizer
+	rules authorizer.RuleResolver
+}
+
+// newAuthorizer builds the authorizer of mode: members of system:masters
+// may do anything, then RBAC over the cluster's roles and bindings (read
+// from informers), or everything for AlwaysAllow.
+func newAuthorizer(mode string, factory informers.SharedInformerFactory) (*authz, error) {
+	masters := authorizerfactory.NewPrivilegedGroups(user.SystemPrivilegedGroup)
+	switch mode {
+	case AuthorizationAlwaysAllow:
+		allow := authorizerfactory.NewAlwaysAllowAuthorizer()
+		return &authz{Authorizer: allow, rules: allow}, nil
+	case AuthorizationRBAC, "":
+		rbacv1 := factory.Rbac().V1()
+		r := rbac.New(
+			&rbac.RoleGetter{Lister: rbacv1.Roles().Lister()},
+			&rbac.RoleBindingLister{Lister: rbacv1.RoleBindings().Lister()},
+			&rbac.ClusterRoleGetter{Lister: rbacv1.ClusterRoles().Lister()},
+			&rbac.ClusterRoleBindingLister{Lister: rbacv1.ClusterRoleBindings().Lister()},
+		)
+		return &authz{Authorizer: authzunion.New(masters, r), rules: r}, nil
+	}
+	return nil, errUnknownAuthorizationMode(mode)
+}
+
+type errUnknownAuthorizationMode string
+
+func (e errUnknownAuthorizationMode) Error() string {
+	return "apiserver: unknown authorization mode " + string(e) + " (want RBAC or AlwaysAllow)"
+}
+
+// authorize lets a request through only if the authorizer allows its
+// verb on its resource or path (403 Forbidden, worded as kube-apiserver
+// words it, otherwise). publicPaths need no authorization.
+func (s *Server) authorize(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		req := c.Request()
+		if publicPaths[req.URL.Path] {
+			return next(c)
+		}
+		info, err := requestInfos.NewRequestInfo(req)
+		if err != nil {
+			return writeStatus(c, apierrors.NewBadRequest(err.Error()))
+		}
+		ctx := request.WithRequestInfo(req.Context(), info)
+		attrs, err := filters.GetAuthorizerAttributes(ctx)
+		if err != nil {
+			return writeStatus(c, apierrors.NewInternalError(err))
+		}
+		decision, reason, err := s.authz.Authorize(ctx, attrs)
+		if decision != authorizer.DecisionAllow {
+			if err != nil && reason == "" {
+				reason = err.Error()
+			}
+			return writeStatus(c, responsewriters.ForbiddenStatusError(attrs, reason))
+		}
+		c.SetRequest(req.WithContext(ctx))
+		return next(c)
+	}
+}

@@ -1,0 +1,194 @@
+package apiserver_test
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+
+	"github.com/sqlkube/sqlkube/apiserver"
+)
+
+// securedServer is an API server with authentication on, static tokens
+// for admin (system:masters), alice and bob (no bindings), service-account
+// tokens, RBAC, and its bootstrap policy in place.
+type securedServer struct {
+	url string
+	api *apiserver.Server
+}
+
+func newSecuredServer(t *testing.T) *securedServer {
+	t.Helper()
+	dir := t.TempDir()
+	tokens := filepath.Join(dir, "tokens.csv")
+	csv := "admin-token,admin,1,system:masters\nalice-token,alice,2\nbob-token,bob,3,\"team,devs\"\n"
+	if err := os.WriteFile(tokens, []byte(csv), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, api := newServerWith(t, apiserver.Config{Authenticate: true, TokenAuthFile: tokens, ServiceAccountKey: key})
+	ctx := context.Background()
+	if err := api.Bootstrap(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// RBAC reads roles from informers: wait until they have the
+	// bootstrap policy.
+	admin := kubernetes.NewForConfigOrDie(&rest.Config{Host: cfg.Host, BearerToken: "admin-token"})
+	err = wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		body, err := admin.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+		return err == nil && string(body) == "ok", nil
+	})
+	if err != nil {
+		t.Fatalf("server not ready: %v", err)
+	}
+	return &securedServer{url: cfg.Host, api: api}
+}
+
+func (s *securedServer) as(token string) kubernetes.Interface {
+	return kubernetes.NewForConfigOrDie(&rest.Config{Host: s.url, BearerToken: token})
+}
+
+func TestAuthn_Unauthenticated(t *testing.T) {
+	s := newSecuredServer(t)
+	ctx := context.Background()
+	anon := kubernetes.NewForConfigOrDie(&rest.Config{Host: s.url})
+	if _, err := anon.CoreV1().Namespaces().List(ctx, metav1.ListOptions{}); !apierrors.IsUnauthorized(err) {
+		t.Errorf("list without credentials: %v, want 401", err)
+	}
+	if _, err := s.as("no-such-token").CoreV1().Namespaces().List(ctx, metav1.ListOptions{}); !apierrors.IsUnauthorized(err) {
+		t.Errorf("list with an unknown token: %v, want 401", err)
+	}
+	if body, err := anon.Discovery().RESTClient().Get().AbsPath("/healthz").DoRaw(ctx); err != nil || string(body) != "ok" {
+		t.Errorf("/healthz without credentials: %q %v", body, err)
+	}
+	if _, err := anon.Discovery().ServerVersion(); err != nil {
+		t.Errorf("/version without credentials: %v", err)
+	}
+}
+
+func TestAuthz_NoBindingsIsForbidden(t *testing.T) {
+	s := newSecuredServer(t)
+	ctx := context.Background()
+	alice := s.as("alice-token")
+	_, err := alice.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), `User "alice" cannot list resource "pods"`) {
+		t.Errorf("list pods: %v, want 403 naming alice", err)
+	}
+	_, err = alice.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "x"}}, metav1.CreateOptions{})
+	if !apierrors.IsForbidden(err) {
+		t.Errorf("create configmap: %v, want 403", err)
+	}
+	// Nothing was written.
+	if _, err := s.as("admin-token").CoreV1().ConfigMaps("default").Get(ctx, "x", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("configmap after a refused create: %v, want 404", err)
+	}
+	// Every authenticated user may discover the API (system:discovery).
+	if _, err := alice.Discovery().ServerGroups(); err != nil {
+		t.Errorf("discovery as alice: %v", err)
+	}
+}
+
+func TestAuthz_NamespacedRole(t *testing.T) {
+	s := newSecuredServer(t)
+	ctx := context.Background()
+	admin := s.as("admin-token")
+	if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.RbacV1().Roles("team-a").Create(ctx, &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: "cm-reader"},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list"}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.RbacV1().RoleBindings("team-a").Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "bob-reads"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "cm-reader"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "bob"}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	bob := s.as("bob-token")
+	// The binding reaches the authorizer through its informers.
+	err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, err := bob.CoreV1().ConfigMaps("team-a").List(ctx, metav1.ListOptions{})
+		return err == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("bob never got to list configmaps in team-a: %v", err)
+	}
+	for name, call := range map[string]func() error{
+		"list configmaps in default": func() error {
+			_, err := bob.CoreV1().ConfigMaps("default").List(ctx, metav1.ListOptions{})
+			return err
+		},
+		"create a configmap in team-a": func() error {
+			_, err := bob.CoreV1().ConfigMaps("team-a").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "y"}}, metav1.CreateOptions{})
+			return err
+		},
+		"list secrets in team-a": func() error {
+			_, err := bob.CoreV1().Secrets("team-a").List(ctx, metav1.ListOptions{})
+			return err
+		},
+		"list configmaps in all namespaces": func() error {
+			_, err := bob.CoreV1().ConfigMaps("").List(ctx, metav1.ListOptions{})
+			return err
+		},
+	} {
+		if err := call(); !apierrors.IsForbidden(err) {
+			t.Errorf("%s: %v, want 403", name, err)
+		}
+	}
+}
+
+func TestAuthn_ServiceAccountTokens(t *testing.T) {
+	s := newSecuredServer(t)
+	ctx := context.Background()
+	admin := s.as("admin-token")
+	if _, err := admin.CoreV1().ServiceAccounts("default").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "builder"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// Shorter than ten minutes is refused.
+	_, err := admin.CoreV1().ServiceAccounts("default").CreateToken(ctx, "builder", &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](60)},
+	}, metav1.CreateOptions{})
+	if !apierrors.IsInvalid(err) {
+		t.Errorf("a one-minute token: %v, want 422", err)
+	}
+	tr, err := admin.CoreV1().ServiceAccounts("default").CreateToken(ctx, "builder", &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tr.Status.Token == "" || time.Until(tr.Status.ExpirationTimestamp.Time) < 59*time.Minute {
+		t.Fatalf("token request status: %+v", tr.Status)
+	}
+	sa := s.as(tr.Status.Token)
+	// Authenticated as the service account, which has no rights.
+	_, err = sa.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "system:serviceaccount:default:builder") {
+		t.Errorf("list pods as the service account: %v, want 403 naming it", err)
+	}
+	// A token for a missing service account is 404; once the account is
+	// gone its tokens stop working.
+	if _, err := admin.CoreV1().ServiceAccounts("default").CreateToken(ctx, "nobody", &authenticationv1.TokenRequest{}, metav1.CreateOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("token for a missing service account: %v, want 404", err)
+	}
+}

@@ -1,0 +1,97 @@
+package apiserver
+
+import (
+	"context"
+	"fmt"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/component-helpers/auth/rbac/reconciliation"
+	"k8s.io/kubernetes/plugin/pkg/auth/authorizer/rbac/bootstrappolicy"
+)
+
+// reconcileRBAC creates Kubernetes' bootstrap roles and bindings
+// (cluster-admin, admin/edit/view, system:basic-user, system:discovery,
+// system:public-info-viewer, the controllers', scheduler's and nodes'
+// roles...) and puts back what is missing from them, as kube-apiserver
+// does at every start: extra rules and subjects operators added stay,
+// except on roles annotated rbac.authorization.kubernetes.io/autoupdate:
+// "false", which are left alone.
+func reconcileRBAC(ctx context.Context, cs kubernetes.Interface) error {
+	rbac := cs.RbacV1()
+	roles := append(bootstrappolicy.ClusterRoles(), bootstrappolicy.ControllerRoles()...)
+	for i := range roles {
+		if err := reconcile(ctx, "clusterrole "+roles[i].Name, func() error {
+			_, err := (&reconciliation.ReconcileRoleOptions{
+				Role:    reconciliation.ClusterRoleRuleOwner{ClusterRole: &roles[i]},
+				Client:  reconciliation.ClusterRoleModifier{Client: rbac.ClusterRoles()},
+				Confirm: true,
+			}).Run()
+			return err
+		}); err != nil {
+			return err
+		}
+	}
+	bindings := append(bootstrappolicy.ClusterRoleBindings(), bootstrappolicy.ControllerRoleBindings()...)
+	for i := range bindings {
+		if err := reconcile(ctx, "clusterrolebinding "+bindings[i].Name, func() error {
+			_, err := (&reconciliation.ReconcileRoleBindingOptions{
+				RoleBinding: reconciliation.ClusterRoleBindingAdapter{ClusterRoleBinding: &bindings[i]},
+				Client:      reconciliation.ClusterRoleBindingClientAdapter{Client: rbac.ClusterRoleBindings()},
+				Confirm:     true,
+			}).Run()
+			return err
+		}); err != nil {
+			return err
+		}
+	}
+	for ns, nsRoles := range bootstrappolicy.NamespaceRoles() {
+		for i := range nsRoles {
+			role := nsRoles[i]
+			role.Namespace = ns
+			if err := reconcile(ctx, "role "+ns+"/"+role.Name, func() error {
+				_, err := (&reconciliation.ReconcileRoleOptions{
+					Role:    reconciliation.RoleRuleOwner{Role: &role},
+					Client:  reconciliation.RoleModifier{Client: rbac, NamespaceClient: cs.CoreV1().Namespaces()},
+					Confirm: true,
+				}).Run()
+				return err
+			}); err != nil {
+				return err
+			}
+		}
+	}
+	for ns, nsBindings := range bootstrappolicy.NamespaceRoleBindings() {
+		for i := range nsBindings {
+			binding := nsBindings[i]
+			binding.Namespace = ns
+			if err := reconcile(ctx, "rolebinding "+ns+"/"+binding.Name, func() error {
+				_, err := (&reconciliation.ReconcileRoleBindingOptions{
+					RoleBinding: reconciliation.RoleBindingAdapter{RoleBinding: &binding},
+					Client:      reconciliation.RoleBindingClientAdapter{Client: rbac, NamespaceClient: cs.CoreV1().Namespaces()},
+					Confirm:     true,
+				}).Run()
+				return err
+			}); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// reconcile runs one reconciliation, again on a conflict (another API
+// server reconciling at the same time).
+func reconcile(ctx context.Context, what string, run func() error) error {
+	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		return run()
+	})
+	if err != nil {
+		return fmt.Errorf("bootstrap RBAC %s: %w", what, err)
+	}
+	return nil
+}
+
