@@ -95,7 +95,7 @@ func startLoopback(h http.Handler) (*rest.Config, func()) {
 	transport := &http.Transport{DialContext: l.dial, MaxIdleConnsPerHost: 32}
 	cfg := &rest.Config{
 		Host: "http://loopback", Transport: transport,
-		QPS: -1, // no client-side rate limit for the server's own clients
+		QPS:       -1, // no client-side rate limit for the server's own clients
 		UserAgent: "sqlkube-loopback",
 	}
 	return cfg, func() {

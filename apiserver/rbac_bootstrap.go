@@ -94,4 +94,3 @@ func reconcile(ctx context.Context, what string, run func() error) error {
 	}
 	return nil
 }
-
