@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"net"
 	"sync"
 
 	"github.com/rs/zerolog"
@@ -11,29 +10,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
+	"k8s.io/kubernetes/pkg/controller/clusterroleaggregation"
 
-	"github.com/sqlkube/sqlkube/apiserver/pki"
 	"github.com/sqlkube/sqlkube/controllers/namespace"
 )
-
-// selfConfig is a client configuration for the server's own API at addr
-// (its listener's address; an unspecified IP is reached on 127.0.0.1),
-// with the generated admin credentials.
-func selfConfig(addr net.Addr, files pki.Files) *rest.Config {
-	host, port, _ := net.SplitHostPort(addr.String())
-	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
-		host = "127.0.0.1"
-	}
-	cfg := &rest.Config{
-		Host: "https://" + net.JoinHostPort(host, port),
-		TLSClientConfig: rest.TLSClientConfig{
-			CAFile: files.CACert, CertFile: files.AdminCert, KeyFile: files.AdminKey,
-		},
-		UserAgent: "sqlkube-controllers",
-		QPS:       50, Burst: 100,
-	}
-	return cfg
-}
 
 // runControllers starts the controllers `sqlkube server` runs in-process
 // (today the namespace controller) against cfg until ctx ends; the
@@ -52,10 +32,14 @@ func runControllers(ctx context.Context, cfg *rest.Config, log zerolog.Logger) (
 	if err != nil {
 		return nil, err
 	}
+	// Kubernetes' own aggregation controller fills admin, edit, view and
+	// any aggregated ClusterRole from the roles its selectors match.
+	aggregation := clusterroleaggregation.NewClusterRoleAggregation(factory.Rbac().V1().ClusterRoles(), cs.RbacV1())
 	factory.Start(ctx.Done())
 	var wg sync.WaitGroup
 	wg.Go(func() { ns.Run(ctx, 2) })
-	log.Info().Strs("controllers", []string{"namespace"}).Msg("controllers started")
+	wg.Go(func() { aggregation.Run(ctx, 1) })
+	log.Info().Strs("controllers", []string{"namespace", "clusterrole-aggregation"}).Msg("controllers started")
 	return func() {
 		wg.Wait()
 		factory.Shutdown()

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -25,6 +26,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	certutil "k8s.io/client-go/util/cert"
+	"k8s.io/client-go/util/keyutil"
 
 	"github.com/sqlkube/sqlkube/apiserver"
 	"github.com/sqlkube/sqlkube/apiserver/pki"
@@ -46,6 +48,11 @@ type apiFlags struct {
 	serviceIPs   string
 	nodePorts    string
 	advertise    string
+	// authentication and authorization
+	tokenAuthFile     string
+	saSigningKeyFile  string
+	saIssuer          string
+	authorizationMode string
 }
 
 func addAPIFlags(fl *pflag.FlagSet, f *apiFlags) {
@@ -59,6 +66,23 @@ func addAPIFlags(fl *pflag.FlagSet, f *apiFlags) {
 	fl.StringVar(&f.serviceIPs, "service-cluster-ip-range", apiserver.DefaultServiceClusterIPRange, "CIDR services' cluster IPs come from")
 	fl.StringVar(&f.nodePorts, "service-node-port-range", apiserver.DefaultServiceNodePortRange, "port range NodePort services' ports come from")
 	fl.StringVar(&f.advertise, "advertise-address", "", "IP the kubernetes service's endpoints name for this server (default: --bind-address, or the host's address if that is unspecified)")
+	fl.StringVar(&f.tokenAuthFile, "token-auth-file", "", "CSV of static bearer tokens: token,user,uid,\"group1,group2\"")
+	fl.StringVar(&f.saSigningKeyFile, "service-account-signing-key-file", "", "private key that signs service-account tokens (default: generated under DATA_DIR/tls)")
+	fl.StringVar(&f.saIssuer, "service-account-issuer", apiserver.DefaultServiceAccountIssuer, "issuer (and default audience) of service-account tokens")
+	fl.StringVar(&f.authorizationMode, "authorization-mode", apiserver.AuthorizationRBAC, "RBAC, or AlwaysAllow (development only)")
+}
+
+// loadSigner reads a PEM private key (RSA or ECDSA).
+func loadSigner(path string) (crypto.Signer, error) {
+	key, err := keyutil.PrivateKeyFromFile(path)
+	if err != nil {
+		return nil, err
+	}
+	signer, ok := key.(crypto.Signer)
+	if !ok {
+		return nil, fmt.Errorf("%s: not a signing key", path)
+	}
+	return signer, nil
 }
 
 type serverFlags struct {
@@ -237,9 +261,22 @@ func serveAPI(ctx context.Context, f *apiFlags, client *kubernetes.Client, stora
 	if f.clientCAFile != "" {
 		clientCAFile = f.clientCAFile
 	}
+	saKeyFile := f.saSigningKeyFile
+	if saKeyFile == "" {
+		saKeyFile = files.ServiceAccountKey
+	}
+	saKey, err := loadSigner(saKeyFile)
+	if err != nil {
+		return fmt.Errorf("--service-account-signing-key-file: %w", err)
+	}
+	if f.authorizationMode == apiserver.AuthorizationAlwaysAllow {
+		log.Warn().Msg("AUTHORIZATION IS OFF (--authorization-mode=AlwaysAllow): every authenticated user may do anything; for development only")
+	}
 	api, err := apiserver.New(apiserver.Config{
 		Client: client, Logger: log, Authenticate: true,
 		ServiceClusterIPRange: f.serviceIPs, ServiceNodePortRange: f.nodePorts,
+		TokenAuthFile: f.tokenAuthFile, ServiceAccountKey: saKey, ServiceAccountIssuer: f.saIssuer,
+		AuthorizationMode: f.authorizationMode,
 	})
 	if err != nil {
 		return err
@@ -282,14 +319,15 @@ func serveAPI(ctx context.Context, f *apiFlags, client *kubernetes.Client, stora
 	background.Go(func() {
 		api.RunKubernetesService(bgCtx, apiserver.KubernetesServiceOptions{Address: advertise, Port: l.Addr().(*net.TCPAddr).Port})
 	})
-	if withControllers && ownPKI {
-		waitControllers, err := runControllers(bgCtx, selfConfig(l.Addr(), files), log)
+	if withControllers {
+		// In-process controllers reach the API over the loopback client.
+		cfg := api.Loopback()
+		cfg.UserAgent = "sqlkube-controllers"
+		waitControllers, err := runControllers(bgCtx, cfg, log)
 		if err != nil {
 			return err
 		}
 		background.Go(waitControllers)
-	} else if withControllers {
-		log.Warn().Msg("controllers not started: they need the generated PKI's admin credentials")
 	}
 	// The kubeconfig is in place before the address is announced.
 	kubeconfig := filepath.Join(f.dataDir, "kubeconfig")
