@@ -134,6 +134,7 @@ func (c *crdController) syncAndWatch(ctx context.Context) error {
 				c.mu.Lock()
 				c.unserveLocked(crd.Name)
 				c.mu.Unlock()
+				c.retryRejected(ctx, crd.Spec.Group)
 			default:
 				c.reconcile(ctx, crd)
 			}
@@ -174,6 +175,20 @@ func (c *crdController) reconcile(ctx context.Context, crd *apiextensionsv1.Cust
 	}
 	if err := c.writeStatus(ctx, crd.Name, want.Status); err != nil && ctx.Err() == nil {
 		log.Warn().Err(err).Msg("writing status")
+	}
+}
+
+// retryRejected reconciles the CRDs of group whose names were not
+// accepted: a deleted CRD may have freed them.
+func (c *crdController) retryRejected(ctx context.Context, group string) {
+	list := &apiextensionsv1.CustomResourceDefinitionList{}
+	if err := c.st.GetList(ctx, c.r.listKey(""), k8sstorage.ListOptions{Predicate: k8sstorage.Everything, Recursive: true}, list); err != nil {
+		return
+	}
+	for i := range list.Items {
+		if crd := &list.Items[i]; crd.Spec.Group == group && !apihelpers.IsCRDConditionTrue(crd, apiextensionsv1.NamesAccepted) {
+			c.reconcile(ctx, crd)
+		}
 	}
 }
 

@@ -5,9 +5,13 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rs/zerolog"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
@@ -21,6 +25,11 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
+
+	"github.com/sqlkube/sqlkube/apiserver"
+	"github.com/sqlkube/sqlkube/etcdshim"
+	"github.com/sqlkube/sqlkube/etcdshim/sqlstore"
+	"github.com/sqlkube/sqlkube/storage"
 )
 
 var widgetsGVR = schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "widgets"}
@@ -383,4 +392,60 @@ func TestCRD_TableDiscoveryOpenAPIAndDeletion(t *testing.T) {
 	if len(list.Items) != 0 {
 		t.Fatalf("custom resources survived their CRD: %d", len(list.Items))
 	}
+}
+
+// TestCRD_TwoServersOneDatabase: a CRD created through one API server is
+// served by another on the same storage, which learns of it by watching.
+func TestCRD_TwoServersOneDatabase(t *testing.T) {
+	ctx := context.Background()
+	cfgA, cfgB := newServerPair(t)
+	createEstablished(t, cfgA, widgetCRD())
+	onB := dynamic.NewForConfigOrDie(cfgB).Resource(widgetsGVR).Namespace("default")
+	err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, err := onB.Create(ctx, widget("w1", map[string]any{"replicas": int64(1)}), metav1.CreateOptions{})
+		if apierrors.IsNotFound(err) {
+			return false, nil // not served on B yet
+		}
+		return err == nil, err
+	})
+	if err != nil {
+		t.Fatalf("create on the second server: %v", err)
+	}
+	got, err := dynamic.NewForConfigOrDie(cfgA).Resource(widgetsGVR).Namespace("default").Get(ctx, "w1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, _, _ := unstructured.NestedString(got.Object, "spec", "color"); c != "blue" {
+		t.Fatalf("widget read through the first server: %v", got.Object)
+	}
+}
+
+// newServerPair starts two API servers over one in-process store, as two
+// processes share a database.
+func newServerPair(t *testing.T) (*rest.Config, *rest.Config) {
+	t.Helper()
+	be, err := sqlstore.Open(context.Background(), sqlstore.Options{DSN: "sqlite://" + filepath.Join(t.TempDir(), "state.db"), Logger: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = be.Close() })
+	srv := etcdshim.New(etcdshim.Options{Backend: be, Logger: zerolog.Nop()})
+	t.Cleanup(func() { srv.Stop(time.Second) })
+	var cfgs []*rest.Config
+	for range 2 {
+		client := storage.Local(srv)
+		t.Cleanup(func() { _ = client.Close() })
+		api, err := apiserver.New(apiserver.Config{Client: client, Logger: zerolog.Nop()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		hs := httptest.NewServer(api.Handler())
+		t.Cleanup(func() {
+			hs.CloseClientConnections()
+			hs.Close()
+			api.Close()
+		})
+		cfgs = append(cfgs, &rest.Config{Host: hs.URL})
+	}
+	return cfgs[0], cfgs[1]
 }
