@@ -39,6 +39,9 @@ func newFieldManagers(defs map[string]*spec.Schema) (*fieldManagers, error) {
 }
 
 func (f *fieldManagers) get(r *Resource, subresource string) (*managedfields.FieldManager, error) {
+	if r.Custom != nil {
+		return r.Custom.fields.get(subresource)
+	}
 	key := r.GVK.String() + "/" + subresource
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -32,6 +32,9 @@ func (h *handler) gracefulDelete(opts metav1.DeleteOptions, pre *k8sstorage.Prec
 			return nil, nil, err
 		}
 		finalizers := slices.Clone(m.GetFinalizers())
+		if h.r.DeletionFinalizer != "" && m.GetDeletionTimestamp() == nil {
+			finalizers = withFinalizer(finalizers, h.r.DeletionFinalizer)
+		}
 		switch policy := propagation(opts); policy {
 		case metav1.DeletePropagationOrphan:
 			finalizers = withFinalizer(without(finalizers, metav1.FinalizerDeleteDependents), metav1.FinalizerOrphanDependents)

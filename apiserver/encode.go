@@ -40,6 +40,14 @@ func writeObject(c echo.Context, code int, obj runtime.Object, gv schema.GroupVe
 
 func encodeWith(c echo.Context, code int, obj runtime.Object, gv schema.GroupVersion, info runtime.SerializerInfo) error {
 	enc := Codecs.EncoderForVersion(info.Serializer, gv)
+	if _, ok := obj.(runtime.Unstructured); ok {
+		// Custom resources (and their lists) are written as they are, in
+		// JSON or YAML: they have no protobuf encoding.
+		if info.MediaType != runtime.ContentTypeJSON && info.MediaType != runtime.ContentTypeYAML {
+			info, _ = runtime.SerializerInfoForMediaType(Codecs.SupportedMediaTypes(), runtime.ContentTypeJSON)
+		}
+		enc = info.Serializer
+	}
 	c.Response().Header().Set(echo.HeaderContentType, info.MediaType)
 	c.Response().WriteHeader(code)
 	return enc.Encode(obj, c.Response())

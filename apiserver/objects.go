@@ -3,11 +3,14 @@ package apiserver
 import (
 	"fmt"
 	"reflect"
+	"slices"
+	"strings"
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	apimachineryvalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -33,8 +36,23 @@ func validateObjectMeta(m metav1.Object, r *Resource) field.ErrorList {
 }
 
 // copyField sets dst's exported struct field name to src's (both pointers
-// to the same struct type).
+// to the same struct type). On unstructured objects it copies the
+// top-level key of the field's JSON name ("Status": "status"), removing it
+// from dst when src has none.
 func copyField(src, dst runtime.Object, name string) error {
+	if su, ok := src.(*unstructured.Unstructured); ok {
+		du, ok := dst.(*unstructured.Unstructured)
+		if !ok {
+			return fmt.Errorf("copy %s: %T into %T", name, src, dst)
+		}
+		key := strings.ToLower(name[:1]) + name[1:]
+		if v, ok := su.Object[key]; ok {
+			du.Object[key] = runtime.DeepCopyJSONValue(v)
+		} else {
+			delete(du.Object, key)
+		}
+		return nil
+	}
 	s, d := reflect.ValueOf(src).Elem(), reflect.ValueOf(dst).Elem()
 	if s.Type() != d.Type() {
 		return fmt.Errorf("copy %s: %T into %T", name, src, dst)
@@ -48,13 +66,22 @@ func copyField(src, dst runtime.Object, name string) error {
 }
 
 // hasSpec reports whether objects of obj's type have a spec (only those
-// carry a generation).
+// carry a generation). Unstructured objects (custom resources) always do,
+// as in Kubernetes.
 func hasSpec(obj runtime.Object) bool {
+	if _, ok := obj.(*unstructured.Unstructured); ok {
+		return true
+	}
 	return reflect.ValueOf(obj).Elem().FieldByName("Spec").IsValid()
 }
 
 // specChanged reports whether anything but metadata and status differs.
 func specChanged(old, updated runtime.Object) bool {
+	if ou, ok := old.(*unstructured.Unstructured); ok {
+		if nu, ok := updated.(*unstructured.Unstructured); ok {
+			return !apiequality.Semantic.DeepEqual(contentWithout(ou, "metadata", "status"), contentWithout(nu, "metadata", "status"))
+		}
+	}
 	if !hasSpec(old) {
 		return false
 	}
@@ -82,4 +109,16 @@ func copyManagedFields(src, dst runtime.Object) error {
 	}
 	d.SetManagedFields(s.GetManagedFields())
 	return nil
+}
+
+// contentWithout is u's content without the given top-level keys (a
+// shallow copy).
+func contentWithout(u *unstructured.Unstructured, keys ...string) map[string]any {
+	out := make(map[string]any, len(u.Object))
+	for k, v := range u.Object {
+		if !slices.Contains(keys, k) {
+			out[k] = v
+		}
+	}
+	return out
 }

@@ -4,9 +4,7 @@ import (
 	"net/http"
 	"strings"
 
-	openapi_v2 "github.com/google/gnostic-models/openapiv2"
 	"github.com/labstack/echo/v4"
-	"google.golang.org/protobuf/proto"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -41,26 +39,28 @@ func (s *Server) newOpenAPI() (*openapi.Builder, error) {
 const protobufV2 = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf"
 
 func (s *Server) openAPIV2(c echo.Context) error {
+	docs, err := s.openAPIDocs()
+	if err != nil {
+		return writeStatus(c, apierrors.NewInternalError(err))
+	}
 	if strings.Contains(c.Request().Header.Get(echo.HeaderAccept), protobufV2) {
-		s.v2ProtoOnce.Do(func() {
-			doc, err := openapi_v2.ParseDocument(s.openapi.V2JSON())
-			if err == nil {
-				s.v2Proto, err = proto.Marshal(doc)
-			}
-			s.v2ProtoErr = err
-		})
-		if s.v2ProtoErr != nil {
-			return writeStatus(c, apierrors.NewInternalError(s.v2ProtoErr))
+		body, err := docs.v2ProtoBytes()
+		if err != nil {
+			return writeStatus(c, apierrors.NewInternalError(err))
 		}
 		// The Content-Type must parse as a media type, which the Accept
 		// value's "@" does not; kube-apiserver answers with this one.
-		return c.Blob(http.StatusOK, "application/com.github.proto-openapi.spec.v2.v1.0+protobuf", s.v2Proto)
+		return c.Blob(http.StatusOK, "application/com.github.proto-openapi.spec.v2.v1.0+protobuf", body)
 	}
-	return c.Blob(http.StatusOK, echo.MIMEApplicationJSON, s.openapi.V2JSON())
+	return c.Blob(http.StatusOK, echo.MIMEApplicationJSON, docs.v2)
 }
 
 func (s *Server) openAPIV3Index(c echo.Context) error {
-	return c.Blob(http.StatusOK, echo.MIMEApplicationJSON, s.openapi.V3Index())
+	docs, err := s.openAPIDocs()
+	if err != nil {
+		return writeStatus(c, apierrors.NewInternalError(err))
+	}
+	return c.Blob(http.StatusOK, echo.MIMEApplicationJSON, docs.v3Index)
 }
 
 // openAPIV3Doc serves one group-version's document; clients fetch it by
@@ -68,7 +68,11 @@ func (s *Server) openAPIV3Index(c echo.Context) error {
 // allows.
 func (s *Server) openAPIV3Doc(c echo.Context) error {
 	path := strings.TrimPrefix(c.Request().URL.Path, "/openapi/v3/")
-	doc, hash, ok := s.openapi.V3Doc(path)
+	docs, err := s.openAPIDocs()
+	if err != nil {
+		return writeStatus(c, apierrors.NewInternalError(err))
+	}
+	doc, hash, ok := s.v3Doc(docs, path)
 	if !ok {
 		return writeStatus(c, apierrors.NewNotFound(schema.GroupResource{}, c.Request().URL.Path))
 	}

@@ -70,6 +70,10 @@ func (h *handler) patch() error {
 	if err != nil {
 		return h.fail(err)
 	}
+	if patchType == types.StrategicMergePatchType && h.r.Custom != nil {
+		// Custom resources have no Go type to read merge keys from.
+		return h.fail(negotiation.NewUnsupportedMediaTypeError([]string{string(types.JSONPatchType), string(types.MergePatchType), string(types.ApplyYAMLPatchType)}))
+	}
 	body, err := h.readBody()
 	if err != nil {
 		return h.fail(err)
@@ -254,6 +258,7 @@ func (p *patcher) apply(existing runtime.Object) (runtime.Object, error) {
 	}
 	// Kept as served whatever the patch did to them (removed, say).
 	obj.GetObjectKind().SetGroupVersionKind(h.r.GVK)
+	h.r.Custom.prune(obj)
 
 	m, err := meta.Accessor(obj)
 	if err != nil {

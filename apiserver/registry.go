@@ -2,7 +2,9 @@ package apiserver
 
 import (
 	"fmt"
+	"slices"
 	"sort"
+	"sync"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/fields"
@@ -41,6 +43,18 @@ type Resource struct {
 	// Status: the resource has a status subresource; updates of the main
 	// resource keep the stored status and status updates keep the rest.
 	Status bool
+	// Admit defaults and validates an object about to be stored (old is
+	// nil on create, the stored object on update); it returns an API
+	// Status error (422 Invalid, say) to refuse the write.
+	Admit func(obj, old runtime.Object) error
+	// DeletionFinalizer, if set, is added to an object when its deletion
+	// starts, so a controller cleans up before it goes (as
+	// customresourcecleanup.apiextensions.k8s.io for CRDs).
+	DeletionFinalizer string
+	// Custom is set on the resources a CustomResourceDefinition defines
+	// (customresource.go): unstructured objects with their own storage,
+	// schema, table columns and scale paths.
+	Custom *customResource
 }
 
 // GroupResource returns the resource's group and plural.
@@ -97,8 +111,11 @@ func (r *Resource) objectKey(obj runtime.Object) (string, error) {
 	return r.key(m.GetNamespace(), m.GetName()), nil
 }
 
-// Registry holds the served resources by group, version and plural.
+// Registry holds the served resources by group, version and plural. The
+// built-in resources are fixed; the resources of CustomResourceDefinitions
+// come and go (Add, Remove), so every method is safe for concurrent use.
 type Registry struct {
+	mu        sync.RWMutex
 	resources []*Resource
 	byGVR     map[schema.GroupVersionResource]*Resource
 }
@@ -115,19 +132,55 @@ func NewRegistry(resources ...*Resource) *Registry {
 
 // Lookup finds a resource.
 func (reg *Registry) Lookup(gvr schema.GroupVersionResource) (*Resource, bool) {
+	reg.mu.RLock()
+	defer reg.mu.RUnlock()
 	r, ok := reg.byGVR[gvr]
 	return r, ok
 }
 
-// Resources returns every resource, in registration order.
-func (reg *Registry) Resources() []*Resource { return reg.resources }
+// Resources returns every resource, in registration order (a copy).
+func (reg *Registry) Resources() []*Resource {
+	reg.mu.RLock()
+	defer reg.mu.RUnlock()
+	return slices.Clone(reg.resources)
+}
+
+// Add registers r, replacing a resource of the same group, version and
+// plural (which it returns, or nil).
+func (reg *Registry) Add(r *Resource) *Resource {
+	reg.mu.Lock()
+	defer reg.mu.Unlock()
+	gvr := r.GVK.GroupVersion().WithResource(r.Plural)
+	old := reg.byGVR[gvr]
+	reg.byGVR[gvr] = r
+	if i := slices.Index(reg.resources, old); old != nil && i >= 0 {
+		reg.resources[i] = r
+	} else {
+		reg.resources = append(reg.resources, r)
+	}
+	return old
+}
+
+// Remove unregisters r if it is still the resource served at its group,
+// version and plural; it reports whether it was.
+func (reg *Registry) Remove(r *Resource) bool {
+	reg.mu.Lock()
+	defer reg.mu.Unlock()
+	gvr := r.GVK.GroupVersion().WithResource(r.Plural)
+	if reg.byGVR[gvr] != r {
+		return false
+	}
+	delete(reg.byGVR, gvr)
+	reg.resources = slices.DeleteFunc(reg.resources, func(x *Resource) bool { return x == r })
+	return true
+}
 
 // GroupVersions returns the served group-versions, core first, then groups
 // by name.
 func (reg *Registry) GroupVersions() []schema.GroupVersion {
 	seen := map[schema.GroupVersion]bool{}
 	var gvs []schema.GroupVersion
-	for _, r := range reg.resources {
+	for _, r := range reg.Resources() {
 		if gv := r.GroupVersion(); !seen[gv] {
 			seen[gv] = true
 			gvs = append(gvs, gv)

@@ -66,12 +66,17 @@ func (s *Server) serveResource(c echo.Context) error {
 			return writeStatus(c, apierrors.NewBadRequest(fmt.Sprintf("invalid name %q: %s", info.Name, strings.Join(msgs, ", "))))
 		}
 	}
-	if r.Namespaced && info.Namespace == "" && info.Name != "" {
+	// A list or watch may name one object by field selector (metadata.name)
+	// across namespaces.
+	if r.Namespaced && info.Namespace == "" && info.Name != "" && info.Verb != "list" && info.Verb != "watch" {
 		return writeStatus(c, apierrors.NewBadRequest("a namespace is required for "+r.Plural))
 	}
 	ctx := request.WithRequestInfo(request.WithNamespace(c.Request().Context(), info.Namespace), info)
-	h := &handler{s: s, r: r, st: s.storages[r], info: info, c: c, ctx: ctx}
+	h := &handler{s: s, r: r, st: s.storageFor(r), info: info, c: c, ctx: ctx}
 	if info.Subresource == "scale" {
+		if r.Custom != nil {
+			return h.customScale()
+		}
 		return h.scale()
 	}
 	if served, err := h.serveSubresource(); served {
@@ -268,6 +273,7 @@ func (h *handler) decodeBody() (runtime.Object, error) {
 	if *gvk != h.r.GVK {
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("the API version in the data (%s) does not match the expected API version (%s) or kind %s", gvk.GroupVersion(), h.r.GroupVersion(), h.r.GVK.Kind))
 	}
+	h.r.Custom.prune(out)
 	return out, nil
 }
 
@@ -401,6 +407,11 @@ func (h *handler) prepareCreate(obj runtime.Object) (runtime.Object, error) {
 		if h.r.PrepareForCreate != nil {
 			h.r.PrepareForCreate(obj)
 		}
+		if h.r.Admit != nil {
+			if err := h.r.Admit(obj, nil); err != nil {
+				return nil, err
+			}
+		}
 		return obj, nil
 	}
 	res, err := strategyCreate(h.ctx, h.r, obj)
@@ -443,6 +454,11 @@ func (h *handler) prepareUpdate(existing, updated runtime.Object) (_ runtime.Obj
 		if merged, err = h.runUpdateStrategy(true, existing, merged); err != nil {
 			return nil, nil, err
 		}
+		if h.r.Admit != nil {
+			if err := h.r.Admit(merged, existing); err != nil {
+				return nil, nil, err
+			}
+		}
 		if !h.applying {
 			merged = h.trackManagedFields(existing, merged)
 		} else if err := copyManagedFields(updated, merged); err != nil {
@@ -473,6 +489,11 @@ func (h *handler) prepareUpdate(existing, updated runtime.Object) (_ runtime.Obj
 	}
 	if updated, err = h.runUpdateStrategy(false, existing, updated); err != nil {
 		return nil, nil, err
+	}
+	if h.r.Admit != nil {
+		if err := h.r.Admit(updated, existing); err != nil {
+			return nil, nil, err
+		}
 	}
 	if !h.applying {
 		updated = h.trackManagedFields(existing, updated)

@@ -71,10 +71,9 @@ type Server struct {
 	// clusterIPs and nodePorts hand out services' addresses and ports.
 	clusterIPs, nodePorts *reservations
 	openapi               *openapi.Builder
-	// v2Proto is /openapi/v2 in protobuf, made on first request.
-	v2ProtoOnce sync.Once
-	v2Proto     []byte
-	v2ProtoErr  error
+	// crdDocs are the OpenAPI documents with the CRDs' merged in
+	// (crd_openapi.go).
+	crdDocs crdOpenAPI
 	// fieldManagers track managedFields and serve server-side apply.
 	fieldManagers *fieldManagers
 	// loopback is the server's own client configuration (in-memory,
@@ -85,6 +84,9 @@ type Server struct {
 	authz     *authz
 	// serviceAccounts is nil without a signing key.
 	serviceAccounts *serviceAccounts
+	// crds serves the resources CustomResourceDefinitions define
+	// (crd_controller.go).
+	crds *crdController
 }
 
 // New builds the server and its storage (a watch cache per resource).
@@ -96,7 +98,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Version == "" {
 		cfg.Version = "v1.34.2"
 	}
-	s := &Server{cfg: cfg, registry: NewRegistry(slices.Concat(coreResources(), storageResources(), groupResources(), eventResources())...), storages: map[*Resource]k8sstorage.Interface{}, stopping: make(chan struct{})}
+	s := &Server{cfg: cfg, registry: NewRegistry(slices.Concat(coreResources(), storageResources(), groupResources(), eventResources(), []*Resource{crdResource()})...), storages: map[*Resource]k8sstorage.Interface{}, stopping: make(chan struct{})}
 	if cfg.ServiceClusterIPRange == "" {
 		cfg.ServiceClusterIPRange = DefaultServiceClusterIPRange
 	}
@@ -130,6 +132,10 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("apiserver: managed fields: %w", err)
 	}
 	s.echo = s.routes()
+	if err := s.startCRDs(); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("apiserver: custom resources: %w", err)
+	}
 	if err := s.startAuth(); err != nil {
 		s.Close()
 		return nil, err
@@ -192,8 +198,21 @@ var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); retu
 func (s *Server) Loopback() *rest.Config { return rest.CopyConfig(s.loopback) }
 
 // newStorage builds a resource's store (protobuf under /registry, as
-// kube-apiserver stores built-in types) and its watch cache.
+// kube-apiserver stores built-in types) and its watch cache, stopped by
+// Close and counted by /readyz.
 func (s *Server) newStorage(r *Resource) (k8sstorage.Interface, error) {
+	st, stop, ready, err := s.openStorage(r)
+	if err != nil {
+		return nil, err
+	}
+	s.stops = append(s.stops, stop)
+	s.ready = append(s.ready, ready)
+	return st, nil
+}
+
+// openStorage builds a resource's store and watch cache; the caller stops
+// them (custom resources' come and go with their CRDs).
+func (s *Server) openStorage(r *Resource) (st k8sstorage.Interface, stop func(), ready func() bool, err error) {
 	codec, _, err := storage.NewStorageCodec(storage.StorageCodecConfig{
 		StorageMediaType: runtime.ContentTypeProtobuf, StorageSerializer: Codecs,
 		StorageVersion: r.GroupVersion(), MemoryVersion: r.GroupVersion(),
@@ -202,7 +221,10 @@ func (s *Server) newStorage(r *Resource) (k8sstorage.Interface, error) {
 		codec, err = newViaInternalCodec(r)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("apiserver: storage codec for %s: %w", r.GroupResource(), err)
+		return nil, nil, nil, fmt.Errorf("apiserver: storage codec for %s: %w", r.GroupResource(), err)
+	}
+	if r.Custom != nil {
+		codec = r.Custom.storageCodec // JSON, as kube-apiserver stores custom resources
 	}
 	opts := sqlstorage.Options{
 		Codec: codec, NewFunc: r.New, NewListFunc: r.NewList,
@@ -210,20 +232,20 @@ func (s *Server) newStorage(r *Resource) (k8sstorage.Interface, error) {
 	}
 	store, err := sqlstorage.NewStore(s.cfg.Client, opts)
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
+	closeStore := func() {}
 	if c, ok := store.(interface{ Close() }); ok {
-		s.stops = append(s.stops, c.Close)
+		closeStore = c.Close
 	}
 	cached, err := sqlstorage.NewCached(sqlstorage.CacherOptions{
 		Store: store, Options: opts, GetAttrs: r.attrs, KeyFunc: r.objectKey,
 	})
 	if err != nil {
-		return nil, err
+		closeStore()
+		return nil, nil, nil, err
 	}
-	s.stops = append(s.stops, cached.Stop)
-	s.ready = append(s.ready, cached.Ready)
-	return cached, nil
+	return cached, func() { cached.Stop(); closeStore() }, cached.Ready, nil
 }
 
 // Handler returns the HTTP handler of the API.

@@ -26,6 +26,9 @@ import (
 // (includeObject=Metadata, the default), the whole object (Object) or
 // nothing (None).
 func (h *handler) table(obj runtime.Object, _ negotiation.MediaTypeOptions) (*metav1.Table, error) {
+	if h.r.Custom != nil {
+		return h.customTable(obj)
+	}
 	include := metav1.IncludeMetadata
 	if v := h.c.QueryParam("includeObject"); v != "" {
 		include = metav1.IncludeObjectPolicy(v)

@@ -1,0 +1,235 @@
+package apiserver
+
+import (
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+
+	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
+	structuraldefaulting "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/defaulting"
+	schemaobjectmeta "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/objectmeta"
+	structuralpruning "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/pruning"
+	apiservervalidation "k8s.io/apiextensions-apiserver/pkg/apiserver/validation"
+	"k8s.io/apiextensions-apiserver/pkg/registry/customresource/tableconvertor"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apimachinery/pkg/version"
+	"k8s.io/apiserver/pkg/registry/rest"
+	k8sstorage "k8s.io/apiserver/pkg/storage"
+	"k8s.io/kube-openapi/pkg/validation/spec"
+)
+
+// customResource is what serving one version of a CRD's resource needs
+// besides the generic Resource fields: its storage (JSON under
+// /registry/GROUP/PLURAL, like kube-apiserver), structural schema and
+// validator, table columns, scale paths and field managers.
+type customResource struct {
+	crd     *apiextensionsv1.CustomResourceDefinition
+	version string
+	// storage is the resource's store and watch cache; stop ends them.
+	storage k8sstorage.Interface
+	stop    func()
+	// structural is nil when the version has no schema (never for v1 CRDs
+	// that passed validation).
+	structural *structuralschema.Structural
+	validator  apiservervalidation.SchemaValidator
+	table      rest.TableConvertor
+	scale      *apiextensionsv1.CustomResourceSubresourceScale
+	// storageCodec writes objects in the storage version and reads them
+	// in this version (conversion strategy None).
+	storageCodec runtime.Codec
+	fields       *customFieldManagers
+}
+
+// newCustomResources makes the registry entries of a CRD's served
+// versions (without storage, which the caller adds); staticDefs are the
+// built-in OpenAPI definitions server-side apply needs besides the CRD's.
+func newCustomResources(crd *apiextensionsv1.CustomResourceDefinition, staticDefs map[string]*spec.Schema) ([]*Resource, error) {
+	storageVersion := ""
+	for _, v := range crd.Spec.Versions {
+		if v.Storage {
+			storageVersion = v.Name
+		}
+	}
+	names := crd.Status.AcceptedNames
+	var out []*Resource
+	for _, v := range crd.Spec.Versions {
+		if !v.Served {
+			continue
+		}
+		gv := schema.GroupVersion{Group: crd.Spec.Group, Version: v.Name}
+		cr := &customResource{
+			crd: crd, version: v.Name,
+			storageCodec: unstructuredStorageCodec{served: gv, stored: schema.GroupVersion{Group: crd.Spec.Group, Version: storageVersion}},
+		}
+		if v.Schema != nil && v.Schema.OpenAPIV3Schema != nil {
+			internal := &apiextensions.CustomResourceValidation{}
+			if err := apiextensionsv1.Convert_v1_CustomResourceValidation_To_apiextensions_CustomResourceValidation(v.Schema, internal, nil); err != nil {
+				return nil, fmt.Errorf("%s %s: schema: %w", crd.Name, v.Name, err)
+			}
+			s, err := structuralschema.NewStructural(internal.OpenAPIV3Schema)
+			if err != nil {
+				return nil, fmt.Errorf("%s %s: structural schema: %w", crd.Name, v.Name, err)
+			}
+			s = s.DeepCopy()
+			if err := structuraldefaulting.PruneDefaults(s); err != nil {
+				return nil, fmt.Errorf("%s %s: defaults: %w", crd.Name, v.Name, err)
+			}
+			cr.structural = s
+			if cr.validator, _, err = apiservervalidation.NewSchemaValidator(internal.OpenAPIV3Schema); err != nil {
+				return nil, fmt.Errorf("%s %s: validator: %w", crd.Name, v.Name, err)
+			}
+		}
+		columns := v.AdditionalPrinterColumns
+		if len(columns) == 0 {
+			columns = []apiextensionsv1.CustomResourceColumnDefinition{{
+				Name: "Age", Type: "date", JSONPath: ".metadata.creationTimestamp",
+				Description: metav1.ObjectMeta{}.SwaggerDoc()["creationTimestamp"],
+			}}
+		}
+		var err error
+		if cr.table, err = tableconvertor.New(columns); err != nil {
+			return nil, fmt.Errorf("%s %s: printer columns: %w", crd.Name, v.Name, err)
+		}
+		r := &Resource{
+			GVK: gv.WithKind(names.Kind), Plural: names.Plural, Singular: names.Singular,
+			ShortNames: names.ShortNames, Categories: names.Categories,
+			Namespaced:    crd.Spec.Scope == apiextensionsv1.NamespaceScoped,
+			StoragePrefix: "/" + crd.Spec.Group + "/" + names.Plural,
+			Custom:        cr,
+		}
+		listGVK := gv.WithKind(names.ListKind)
+		r.New = func() runtime.Object {
+			u := &unstructured.Unstructured{Object: map[string]any{}}
+			u.SetGroupVersionKind(r.GVK)
+			return u
+		}
+		r.NewList = func() runtime.Object {
+			l := &unstructured.UnstructuredList{Object: map[string]any{}}
+			l.SetGroupVersionKind(listGVK)
+			return l
+		}
+		if sub := v.Subresources; sub != nil {
+			r.Status = sub.Status != nil
+			r.Scale = sub.Scale != nil
+			cr.scale = sub.Scale
+		}
+		r.Admit = func(obj, old runtime.Object) error { return cr.admit(r, obj, old) }
+		cr.fields = newCustomFieldManagers(r, staticDefs)
+		out = append(out, r)
+	}
+	// Served in Kubernetes' version order (v2 before v1beta1), so the
+	// group's preferred version comes first.
+	slices.SortStableFunc(out, func(a, b *Resource) int {
+		return version.CompareKubeAwareVersionStrings(b.GVK.Version, a.GVK.Version)
+	})
+	return out, nil
+}
+
+// storageFor is a resource's store: the custom resource's own, or the
+// built-in one made by New.
+func (s *Server) storageFor(r *Resource) k8sstorage.Interface {
+	if r.Custom != nil {
+		return r.Custom.storage
+	}
+	return s.storages[r]
+}
+
+// admit prepares a custom resource for storage as kube-apiserver does:
+// status dropped on create when it is a subresource, unknown fields pruned
+// (unless the schema preserves them), defaults from the schema applied,
+// then the object validated against the schema (422 with the field
+// errors). Without a status subresource a status change moves the
+// generation too.
+func (cr *customResource) admit(r *Resource, obj, old runtime.Object) error {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return apierrors.NewInternalError(fmt.Errorf("custom resource is a %T", obj))
+	}
+	u.SetGroupVersionKind(r.GVK)
+	if old == nil && r.Status {
+		delete(u.Object, "status")
+	}
+	if s := cr.structural; s != nil {
+		if !cr.crd.Spec.PreserveUnknownFields {
+			structuralpruning.Prune(u.Object, s, true)
+			structuraldefaulting.PruneNonNullableNullsWithoutDefaults(u.Object, s)
+		}
+		structuraldefaulting.Default(u.Object, s)
+		if err := schemaobjectmeta.Coerce(nil, u.Object, s, true, false); err != nil {
+			return apierrors.NewInvalid(r.GVK.GroupKind(), u.GetName(), field.ErrorList{err})
+		}
+	}
+	var errs field.ErrorList
+	if cr.validator != nil {
+		if old == nil {
+			errs = apiservervalidation.ValidateCustomResource(nil, u.UnstructuredContent(), cr.validator)
+		} else {
+			errs = apiservervalidation.ValidateCustomResourceUpdate(nil, u.UnstructuredContent(), old.(*unstructured.Unstructured).UnstructuredContent(), cr.validator)
+		}
+	}
+	if cr.structural != nil {
+		errs = append(errs, schemaobjectmeta.Validate(nil, u.Object, cr.structural, true)...)
+	}
+	if len(errs) > 0 {
+		return apierrors.NewInvalid(r.GVK.GroupKind(), u.GetName(), errs)
+	}
+	if o, ok := old.(*unstructured.Unstructured); ok && !r.Status && u.GetGeneration() == o.GetGeneration() &&
+		!apiequality.Semantic.DeepEqual(contentWithout(u, "metadata"), contentWithout(o, "metadata")) {
+		u.SetGeneration(o.GetGeneration() + 1)
+	}
+	return nil
+}
+
+// prune drops the fields a custom resource's schema does not know (unless
+// it preserves them), as kube-apiserver does when it decodes a request
+// body, so managedFields never name them. It does nothing on a nil
+// receiver (built-in resources) or without a schema.
+func (cr *customResource) prune(obj runtime.Object) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if cr == nil || !ok || cr.structural == nil || cr.crd.Spec.PreserveUnknownFields {
+		return
+	}
+	structuralpruning.Prune(u.Object, cr.structural, true)
+}
+
+// unstructuredStorageCodec stores custom resources as JSON in the CRD's
+// storage version and reads them in the served one (conversion strategy
+// None: only apiVersion changes).
+type unstructuredStorageCodec struct{ served, stored schema.GroupVersion }
+
+func (c unstructuredStorageCodec) Encode(obj runtime.Object, w io.Writer) error {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return fmt.Errorf("custom resource storage: cannot encode a %T", obj)
+	}
+	out := &unstructured.Unstructured{Object: maps.Clone(u.Object)}
+	out.SetAPIVersion(c.stored.String())
+	return unstructured.UnstructuredJSONScheme.Encode(out, w)
+}
+
+func (c unstructuredStorageCodec) Decode(data []byte, defaults *schema.GroupVersionKind, into runtime.Object) (runtime.Object, *schema.GroupVersionKind, error) {
+	obj, gvk, err := unstructured.UnstructuredJSONScheme.Decode(data, defaults, into)
+	if err != nil {
+		return nil, gvk, err
+	}
+	if u, ok := obj.(*unstructured.Unstructured); ok && strings.HasPrefix(u.GetAPIVersion(), c.served.Group+"/") {
+		u.SetAPIVersion(c.served.String())
+		g := u.GroupVersionKind()
+		gvk = &g
+	}
+	return obj, gvk, nil
+}
+
+func (c unstructuredStorageCodec) Identifier() runtime.Identifier {
+	return runtime.Identifier("sqlkube-custom-resource-json-" + c.served.String())
+}

@@ -1,0 +1,120 @@
+package apiserver
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	k8sstorage "k8s.io/apiserver/pkg/storage"
+	storeerr "k8s.io/apiserver/pkg/storage/errors"
+)
+
+// customScale serves a custom resource's scale subresource (autoscaling/v1
+// Scale) at the paths its CRD declares: spec.replicas is read from and
+// written to specReplicasPath, status.replicas read from
+// statusReplicasPath (0 when absent), status.selector from
+// labelSelectorPath (a string in selector syntax, empty when unset).
+func (h *handler) customScale() error {
+	switch h.info.Verb {
+	case "get":
+		obj := h.r.New()
+		if err := h.st.Get(h.ctx, h.key(), k8sstorage.GetOptions{}, obj); err != nil {
+			return h.fail(storeerr.InterpretGetError(err, h.r.GroupResource(), h.info.Name))
+		}
+		sc, err := h.customScaleOf(obj)
+		if err != nil {
+			return h.fail(err)
+		}
+		return encodeWith(h.c, http.StatusOK, sc, autoscalingGV, negotiated(h))
+	case "update", "patch":
+	default:
+		return h.fail(apierrors.NewMethodNotSupported(h.r.GroupResource(), h.info.Verb))
+	}
+	body, err := h.readBody()
+	if err != nil {
+		return h.fail(err)
+	}
+	var patchType types.PatchType
+	if h.info.Verb == "patch" {
+		if patchType, err = requestPatchType(h.c.Request().Header.Get("Content-Type")); err != nil {
+			return h.fail(err)
+		}
+	}
+	specPath := scalePath(h.r.Custom.scale.SpecReplicasPath)
+	out := h.r.New()
+	err = h.st.GuaranteedUpdate(h.ctx, h.key(), out, false, nil, func(existing runtime.Object, _ k8sstorage.ResponseMeta) (runtime.Object, *uint64, error) {
+		cur, err := h.customScaleOf(existing)
+		if err != nil {
+			return nil, nil, err
+		}
+		want, err := h.wantedScale(cur, body, patchType)
+		if err != nil {
+			return nil, nil, err
+		}
+		if want.ResourceVersion != "" && want.ResourceVersion != cur.ResourceVersion {
+			return nil, nil, apierrors.NewConflict(h.r.GroupResource(), h.info.Name, fmt.Errorf("the object has been modified; please apply your changes to the latest version and try again"))
+		}
+		if want.Spec.Replicas < 0 {
+			return nil, nil, apierrors.NewBadRequest("spec.replicas must not be negative")
+		}
+		updated := existing.DeepCopyObject().(*unstructured.Unstructured)
+		if err := unstructured.SetNestedField(updated.Object, int64(want.Spec.Replicas), specPath...); err != nil {
+			return nil, nil, apierrors.NewBadRequest(err.Error())
+		}
+		if err := h.r.Admit(updated, existing); err != nil {
+			return nil, nil, err
+		}
+		if specChanged(existing, updated) {
+			updated.SetGeneration(updated.GetGeneration() + 1)
+		}
+		return updated, nil, nil
+	}, nil)
+	if err != nil {
+		return h.fail(storeerr.InterpretUpdateError(err, h.r.GroupResource(), h.info.Name))
+	}
+	sc, err := h.customScaleOf(out)
+	if err != nil {
+		return h.fail(err)
+	}
+	return encodeWith(h.c, http.StatusOK, sc, autoscalingGV, negotiated(h))
+}
+
+// customScaleOf reads a custom resource's Scale.
+func (h *handler) customScaleOf(obj runtime.Object) (*autoscalingv1.Scale, error) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return nil, apierrors.NewInternalError(fmt.Errorf("custom resource is a %T", obj))
+	}
+	m, _ := meta.Accessor(u)
+	sc := &autoscalingv1.Scale{ObjectMeta: metav1.ObjectMeta{
+		Name: m.GetName(), Namespace: m.GetNamespace(), UID: m.GetUID(),
+		ResourceVersion: m.GetResourceVersion(), CreationTimestamp: m.GetCreationTimestamp(),
+	}}
+	paths := h.r.Custom.scale
+	if n, ok, err := unstructured.NestedInt64(u.Object, scalePath(paths.SpecReplicasPath)...); err != nil {
+		return nil, apierrors.NewInternalError(fmt.Errorf("%s: %w", paths.SpecReplicasPath, err))
+	} else if ok {
+		sc.Spec.Replicas = int32(n)
+	}
+	if n, ok, _ := unstructured.NestedInt64(u.Object, scalePath(paths.StatusReplicasPath)...); ok {
+		sc.Status.Replicas = int32(n)
+	}
+	if paths.LabelSelectorPath != nil {
+		if sel, ok, _ := unstructured.NestedString(u.Object, scalePath(*paths.LabelSelectorPath)...); ok {
+			sc.Status.Selector = sel
+		}
+	}
+	return sc, nil
+}
+
+// scalePath splits a CRD's JSON path (".spec.replicas") into fields.
+func scalePath(p string) []string {
+	return strings.Split(strings.TrimPrefix(p, "."), ".")
+}
