@@ -48,6 +48,21 @@ func TestKubectl(t *testing.T) {
 				t.Fatalf("watch did not see the new configmap: %q", lines.Text())
 			}
 
+			// Imperative pods, wide output and describe (which also reads
+			// the object's events by field selector).
+			if out := s.mustKubectl(t, bin, "-n", ns, "run", "solo", "--image=busybox:1.36", "--restart=Never", "--labels=app=solo"); !strings.Contains(out, "pod/solo created") {
+				t.Fatalf("run:\n%s", out)
+			}
+			if out := s.mustKubectl(t, bin, "-n", ns, "get", "pods", "-o", "wide"); !strings.Contains(out, "NOMINATED NODE") || !strings.Contains(out, "solo") || !strings.Contains(out, "Pending") {
+				t.Fatalf("get pods -o wide:\n%s", out)
+			}
+			uid := s.mustKubectl(t, bin, "-n", ns, "get", "pod", "solo", "-o", "jsonpath={.metadata.uid}")
+			s.mustKubectl(t, bin, "-n", ns, "create", "-f", writeEvent(t, ns, uid))
+			if out := s.mustKubectl(t, bin, "-n", ns, "describe", "pod", "solo"); !strings.Contains(out, "Name:") || !strings.Contains(out, "busybox:1.36") ||
+				!strings.Contains(out, "QoS Class:") || !strings.Contains(out, "BestEffort") || !strings.Contains(out, "e2e-scheduled") {
+				t.Fatalf("describe pod:\n%s", out)
+			}
+
 			// Declarative management: client-side apply, then updates
 			// through apply, patches of each kind, label, annotate, scale.
 			manifest := filepath.Join(t.TempDir(), "deploy.yaml")
@@ -221,4 +236,35 @@ spec:
 func (s *server) port() string {
 	_, port, _ := net.SplitHostPort(strings.TrimPrefix(s.url, "https://"))
 	return port
+}
+
+// writeEvent writes an event about pod "solo" (uid) in ns, as a scheduler
+// would report it, and returns the file.
+func writeEvent(t *testing.T, ns, uid string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "event.yaml")
+	doc := fmt.Sprintf(`apiVersion: v1
+kind: Event
+metadata:
+  name: solo.e2e
+  namespace: %s
+involvedObject:
+  apiVersion: v1
+  kind: Pod
+  name: solo
+  namespace: %s
+  uid: %s
+reason: e2e-scheduled
+message: assigned by the e2e test
+type: Normal
+source:
+  component: e2e
+firstTimestamp: "2026-01-01T00:00:00Z"
+lastTimestamp: "2026-01-01T00:00:00Z"
+count: 1
+`, ns, ns, uid)
+	if err := os.WriteFile(path, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
