@@ -11,6 +11,7 @@ import (
 	"k8s.io/apiserver/pkg/endpoints/handlers/responsewriters"
 	"k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/client-go/informers"
+	rbacvalidation "k8s.io/kubernetes/pkg/registry/rbac/validation"
 	"k8s.io/kubernetes/plugin/pkg/auth/authorizer/rbac"
 )
 
@@ -25,6 +26,9 @@ const (
 type authz struct {
 	authorizer.Authorizer
 	rules authorizer.RuleResolver
+	// resolver finds a user's RBAC rules, for escalation checks; nil
+	// without RBAC.
+	resolver *rbacvalidation.DefaultRuleResolver
 }
 
 // newAuthorizer builds the authorizer of mode: members of system:masters
@@ -38,13 +42,15 @@ func newAuthorizer(mode string, factory informers.SharedInformerFactory) (*authz
 		return &authz{Authorizer: allow, rules: allow}, nil
 	case AuthorizationRBAC, "":
 		rbacv1 := factory.Rbac().V1()
-		r := rbac.New(
-			&rbac.RoleGetter{Lister: rbacv1.Roles().Lister()},
-			&rbac.RoleBindingLister{Lister: rbacv1.RoleBindings().Lister()},
-			&rbac.ClusterRoleGetter{Lister: rbacv1.ClusterRoles().Lister()},
-			&rbac.ClusterRoleBindingLister{Lister: rbacv1.ClusterRoleBindings().Lister()},
-		)
-		return &authz{Authorizer: authzunion.New(masters, r), rules: r}, nil
+		roles := &rbac.RoleGetter{Lister: rbacv1.Roles().Lister()}
+		roleBindings := &rbac.RoleBindingLister{Lister: rbacv1.RoleBindings().Lister()}
+		clusterRoles := &rbac.ClusterRoleGetter{Lister: rbacv1.ClusterRoles().Lister()}
+		clusterRoleBindings := &rbac.ClusterRoleBindingLister{Lister: rbacv1.ClusterRoleBindings().Lister()}
+		r := rbac.New(roles, roleBindings, clusterRoles, clusterRoleBindings)
+		return &authz{
+			Authorizer: authzunion.New(masters, r), rules: r,
+			resolver: rbacvalidation.NewDefaultRuleResolver(roles, roleBindings, clusterRoles, clusterRoleBindings),
+		}, nil
 	}
 	return nil, errUnknownAuthorizationMode(mode)
 }

@@ -192,3 +192,85 @@ func TestAuthn_ServiceAccountTokens(t *testing.T) {
 		t.Errorf("token for a missing service account: %v, want 404", err)
 	}
 }
+
+func TestAuthz_EscalationPrevented(t *testing.T) {
+	s := newSecuredServer(t)
+	ctx := context.Background()
+	admin := s.as("admin-token")
+	if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// bob manages RBAC in team-a and may read configmaps there, nothing
+	// more; he may also bind the "view" cluster role.
+	if _, err := admin.RbacV1().Roles("team-a").Create(ctx, &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: "rbac-manager"},
+		Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{rbacv1.GroupName}, Resources: []string{"roles", "rolebindings"}, Verbs: []string{"create", "update", "get", "list"}},
+			{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list"}},
+			{APIGroups: []string{rbacv1.GroupName}, Resources: []string{"clusterroles"}, ResourceNames: []string{"view"}, Verbs: []string{"bind"}},
+		},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.RbacV1().RoleBindings("team-a").Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "bob-manages"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "rbac-manager"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "bob"}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	bob := s.as("bob-token").RbacV1()
+	err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, err := bob.Roles("team-a").List(ctx, metav1.ListOptions{})
+		return err == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("bob never got his rights: %v", err)
+	}
+
+	// What bob holds he may grant.
+	if _, err := bob.Roles("team-a").Create(ctx, &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: "cm-reader"},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get"}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Errorf("a role within bob's rights: %v", err)
+	}
+	// More than he holds he may not.
+	_, err = bob.Roles("team-a").Create(ctx, &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: "secret-reader"},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get"}}},
+	}, metav1.CreateOptions{})
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "attempting to grant RBAC permissions not currently held") {
+		t.Errorf("a role granting secrets: %v, want 403 escalation", err)
+	}
+	// Nor may he widen an existing role by update.
+	role, err := bob.Roles("team-a").Get(ctx, "cm-reader", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	role.Rules[0].Verbs = []string{"get", "delete"}
+	if _, err := bob.Roles("team-a").Update(ctx, role, metav1.UpdateOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("widening a role by update: %v, want 403", err)
+	}
+	// Binding cluster-admin would give him more than he has; view he may
+	// bind.
+	_, err = bob.RoleBindings("team-a").Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "bob-admin"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cluster-admin"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "bob"}},
+	}, metav1.CreateOptions{})
+	if !apierrors.IsForbidden(err) {
+		t.Errorf("binding cluster-admin: %v, want 403", err)
+	}
+	if _, err := bob.RoleBindings("team-a").Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "alice-views"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "view"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "alice"}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Errorf("binding view, which bob may bind: %v", err)
+	}
+	// Nothing refused was stored.
+	if _, err := admin.RbacV1().Roles("team-a").Get(ctx, "secret-reader", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("refused role: %v, want 404", err)
+	}
+}

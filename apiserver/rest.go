@@ -422,6 +422,9 @@ func (h *handler) prepareCreate(obj runtime.Object) (runtime.Object, error) {
 		return nil, apierrors.NewInvalid(h.r.GVK.GroupKind(), m.GetName(), res.errs)
 	}
 	h.warnAll(res.warnings)
+	if err := h.checkEscalation(res.obj, nil); err != nil {
+		return nil, err
+	}
 	return res.obj, nil
 }
 
@@ -488,6 +491,9 @@ func (h *handler) prepareUpdate(existing, updated runtime.Object) (_ runtime.Obj
 		return nil, nil, apierrors.NewInvalid(h.r.GVK.GroupKind(), newMeta.GetName(), errs)
 	}
 	if updated, err = h.runUpdateStrategy(false, existing, updated); err != nil {
+		return nil, nil, err
+	}
+	if err := h.checkEscalation(updated, existing); err != nil {
 		return nil, nil, err
 	}
 	if h.r.Admit != nil {
