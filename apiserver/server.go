@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apiserver/pkg/server/storage"
 	k8sstorage "k8s.io/apiserver/pkg/storage"
+	"k8s.io/apiserver/pkg/storage/value"
 
 	"github.com/sqlkube/sqlkube/apiserver/openapi"
 	sqlstorage "github.com/sqlkube/sqlkube/storage"
@@ -33,6 +34,9 @@ type Config struct {
 	// Authenticate requires a verified client certificate for everything
 	// but /healthz, /livez, /readyz and /version (401 otherwise).
 	Authenticate bool
+	// Transformers encrypt the stored values of the resources they name
+	// (LoadEncryptionConfig); nil: every value is stored as it is.
+	Transformers value.ResourceTransformers
 }
 
 // Server serves the Kubernetes API.
@@ -120,6 +124,9 @@ func (s *Server) newStorage(r *Resource) (k8sstorage.Interface, error) {
 	opts := sqlstorage.Options{
 		Codec: codec, NewFunc: r.New, NewListFunc: r.NewList,
 		ResourcePrefix: r.StoragePrefix, GroupResource: r.GroupResource(), Compactor: s.compactor,
+	}
+	if s.cfg.Transformers != nil {
+		opts.Transformer = s.cfg.Transformers.TransformerForResource(r.GroupResource())
 	}
 	store, err := sqlstorage.NewStore(s.cfg.Client, opts)
 	if err != nil {

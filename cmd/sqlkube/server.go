@@ -46,6 +46,7 @@ type apiFlags struct {
 	serviceIPs   string
 	nodePorts    string
 	advertise    string
+	encryption   string
 }
 
 func addAPIFlags(fl *pflag.FlagSet, f *apiFlags) {
@@ -58,6 +59,7 @@ func addAPIFlags(fl *pflag.FlagSet, f *apiFlags) {
 	fl.StringVar(&f.clientCAFile, "client-ca-file", "", "CA bundle that verifies client certificates (default: the generated client CA)")
 	fl.StringVar(&f.serviceIPs, "service-cluster-ip-range", apiserver.DefaultServiceClusterIPRange, "CIDR services' cluster IPs come from")
 	fl.StringVar(&f.nodePorts, "service-node-port-range", apiserver.DefaultServiceNodePortRange, "port range NodePort services' ports come from")
+	fl.StringVar(&f.encryption, "encryption-provider-config", "", "EncryptionConfiguration file (apiserver.config.k8s.io/v1): how resources such as secrets are encrypted at rest")
 	fl.StringVar(&f.advertise, "advertise-address", "", "IP the kubernetes service's endpoints name for this server (default: --bind-address, or the host's address if that is unspecified)")
 }
 
@@ -237,10 +239,16 @@ func serveAPI(ctx context.Context, f *apiFlags, client *kubernetes.Client, stora
 	if f.clientCAFile != "" {
 		clientCAFile = f.clientCAFile
 	}
-	api, err := apiserver.New(apiserver.Config{
+	conf := apiserver.Config{
 		Client: client, Logger: log, Authenticate: true,
 		ServiceClusterIPRange: f.serviceIPs, ServiceNodePortRange: f.nodePorts,
-	})
+	}
+	if f.encryption != "" {
+		if conf.Transformers, err = apiserver.LoadEncryptionConfig(ctx, f.encryption); err != nil {
+			return err
+		}
+	}
+	api, err := apiserver.New(conf)
 	if err != nil {
 		return err
 	}
