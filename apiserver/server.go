@@ -37,6 +37,11 @@ type Config struct {
 	// Transformers encrypt the stored values of the resources they name
 	// (LoadEncryptionConfig); nil: every value is stored as it is.
 	Transformers value.ResourceTransformers
+	// MaxRequestsInflight and MaxMutatingRequestsInflight bound the
+	// read-only and mutating requests served at once (429 beyond; see
+	// inflightLimiter); 0: no limit. kube-apiserver's defaults are
+	// DefaultMaxRequestsInflight and DefaultMaxMutatingRequestsInflight.
+	MaxRequestsInflight, MaxMutatingRequestsInflight int
 }
 
 // Server serves the Kubernetes API.
@@ -168,6 +173,7 @@ func (s *Server) routes() *echo.Echo {
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.httpError
 	e.Use(s.authenticate)
+	e.Use(newInflightLimiter(s.cfg.MaxRequestsInflight, s.cfg.MaxMutatingRequestsInflight).middleware)
 	for _, p := range []string{"/healthz", "/livez"} {
 		e.GET(p, func(c echo.Context) error { return c.String(http.StatusOK, "ok") })
 	}

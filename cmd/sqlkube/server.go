@@ -47,6 +47,8 @@ type apiFlags struct {
 	nodePorts    string
 	advertise    string
 	encryption   string
+	maxInflight  int
+	maxMutating  int
 }
 
 func addAPIFlags(fl *pflag.FlagSet, f *apiFlags) {
@@ -60,6 +62,8 @@ func addAPIFlags(fl *pflag.FlagSet, f *apiFlags) {
 	fl.StringVar(&f.serviceIPs, "service-cluster-ip-range", apiserver.DefaultServiceClusterIPRange, "CIDR services' cluster IPs come from")
 	fl.StringVar(&f.nodePorts, "service-node-port-range", apiserver.DefaultServiceNodePortRange, "port range NodePort services' ports come from")
 	fl.StringVar(&f.encryption, "encryption-provider-config", "", "EncryptionConfiguration file (apiserver.config.k8s.io/v1): how resources such as secrets are encrypted at rest")
+	fl.IntVar(&f.maxInflight, "max-requests-inflight", apiserver.DefaultMaxRequestsInflight, "read-only requests served at once (429 beyond; watches, exec/proxy and system:masters are not counted; 0: no limit)")
+	fl.IntVar(&f.maxMutating, "max-mutating-requests-inflight", apiserver.DefaultMaxMutatingRequestsInflight, "mutating requests served at once (429 beyond; 0: no limit)")
 	fl.StringVar(&f.advertise, "advertise-address", "", "IP the kubernetes service's endpoints name for this server (default: --bind-address, or the host's address if that is unspecified)")
 }
 
@@ -242,6 +246,7 @@ func serveAPI(ctx context.Context, f *apiFlags, client *kubernetes.Client, stora
 	conf := apiserver.Config{
 		Client: client, Logger: log, Authenticate: true,
 		ServiceClusterIPRange: f.serviceIPs, ServiceNodePortRange: f.nodePorts,
+		MaxRequestsInflight: f.maxInflight, MaxMutatingRequestsInflight: f.maxMutating,
 	}
 	if f.encryption != "" {
 		if conf.Transformers, err = apiserver.LoadEncryptionConfig(ctx, f.encryption); err != nil {
