@@ -89,4 +89,3 @@ func (l *inflightLimiter) middleware(next echo.HandlerFunc) echo.HandlerFunc {
 func exemptFromLimits(u user.Info) bool {
 	return u.GetName() == user.APIServerUser || slices.Contains(u.GetGroups(), user.SystemPrivilegedGroup)
 }
-
