@@ -42,6 +42,8 @@ type Config struct {
 	// inflightLimiter); 0: no limit. kube-apiserver's defaults are
 	// DefaultMaxRequestsInflight and DefaultMaxMutatingRequestsInflight.
 	MaxRequestsInflight, MaxMutatingRequestsInflight int
+	// Audit writes the audit log (NewAuditor); nil: none.
+	Audit *Auditor
 }
 
 // Server serves the Kubernetes API.
@@ -173,6 +175,9 @@ func (s *Server) routes() *echo.Echo {
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.httpError
 	e.Use(s.authenticate)
+	if s.cfg.Audit != nil {
+		e.Use(s.cfg.Audit.middleware) // rejected requests (429 below) are audited too
+	}
 	e.Use(newInflightLimiter(s.cfg.MaxRequestsInflight, s.cfg.MaxMutatingRequestsInflight).middleware)
 	for _, p := range []string{"/healthz", "/livez"} {
 		e.GET(p, func(c echo.Context) error { return c.String(http.StatusOK, "ok") })

@@ -49,6 +49,8 @@ type apiFlags struct {
 	encryption   string
 	maxInflight  int
 	maxMutating  int
+	auditLog     string
+	auditPolicy  string
 }
 
 func addAPIFlags(fl *pflag.FlagSet, f *apiFlags) {
@@ -64,6 +66,8 @@ func addAPIFlags(fl *pflag.FlagSet, f *apiFlags) {
 	fl.StringVar(&f.encryption, "encryption-provider-config", "", "EncryptionConfiguration file (apiserver.config.k8s.io/v1): how resources such as secrets are encrypted at rest")
 	fl.IntVar(&f.maxInflight, "max-requests-inflight", apiserver.DefaultMaxRequestsInflight, "read-only requests served at once (429 beyond; watches, exec/proxy and system:masters are not counted; 0: no limit)")
 	fl.IntVar(&f.maxMutating, "max-mutating-requests-inflight", apiserver.DefaultMaxMutatingRequestsInflight, "mutating requests served at once (429 beyond; 0: no limit)")
+	fl.StringVar(&f.auditLog, "audit-log-path", "", "write the audit log (audit.k8s.io/v1 Events, JSON lines) to this file; - for stdout (empty: off)")
+	fl.StringVar(&f.auditPolicy, "audit-policy-file", "", "audit.k8s.io/v1 Policy of what is logged at which level (default: every request at Metadata)")
 	fl.StringVar(&f.advertise, "advertise-address", "", "IP the kubernetes service's endpoints name for this server (default: --bind-address, or the host's address if that is unspecified)")
 }
 
@@ -253,6 +257,9 @@ func serveAPI(ctx context.Context, f *apiFlags, client *kubernetes.Client, stora
 			return err
 		}
 	}
+	if conf.Audit, err = newAuditor(f, out); err != nil {
+		return err
+	}
 	api, err := apiserver.New(conf)
 	if err != nil {
 		return err
@@ -335,6 +342,26 @@ func serveAPI(ctx context.Context, f *apiFlags, client *kubernetes.Client, stora
 	}
 	log.Info().Msg("stopped")
 	return nil
+}
+
+// newAuditor opens --audit-log-path (nil when it is empty). The file is
+// appended to and stays open for the life of the process.
+func newAuditor(f *apiFlags, stdout io.Writer) (*apiserver.Auditor, error) {
+	if f.auditLog == "" {
+		if f.auditPolicy != "" {
+			return nil, errors.New("--audit-policy-file needs --audit-log-path")
+		}
+		return nil, nil
+	}
+	w := stdout
+	if f.auditLog != "-" {
+		file, err := os.OpenFile(f.auditLog, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+		if err != nil {
+			return nil, fmt.Errorf("--audit-log-path: %w", err)
+		}
+		w = file
+	}
+	return apiserver.NewAuditor(apiserver.AuditOptions{Out: w, PolicyFile: f.auditPolicy})
 }
 
 // writeKubeconfig writes the admin kubeconfig (CA and client certificate
