@@ -72,9 +72,10 @@ func addAPIFlags(fl *pflag.FlagSet, f *apiFlags) {
 }
 
 type serverFlags struct {
-	api               apiFlags
-	datastore         string
-	etcdListenAddress string
+	api                apiFlags
+	datastore          string
+	etcdListenAddress  string
+	etcdClientCertAuth bool
 }
 
 func newServerCommand(lf *logFlags) *cobra.Command {
@@ -94,7 +95,8 @@ func newServerCommand(lf *logFlags) *cobra.Command {
 	fl := cmd.Flags()
 	addAPIFlags(fl, &f.api)
 	fl.StringVar(&f.datastore, "datastore", "", "datastore DSN (default: sqlite://DATA_DIR/state.db)")
-	fl.StringVar(&f.etcdListenAddress, "etcd-listen-address", "", "also serve the etcd API here for other tools (empty: off)")
+	fl.StringVar(&f.etcdListenAddress, "etcd-listen-address", "", "also serve the etcd API here for other tools (empty: off); off this host, over TLS with client certificates generated under DATA_DIR/tls")
+	fl.BoolVar(&f.etcdClientCertAuth, "etcd-client-cert-auth", false, "require TLS client certificates on --etcd-listen-address even on a loopback address or unix socket")
 	return cmd
 }
 
@@ -157,7 +159,14 @@ func runServer(ctx context.Context, f *serverFlags, log zerolog.Logger, out io.W
 		return err
 	}
 	defer store.Close()
-	etcd := etcdshim.New(etcdshim.Options{Backend: store, Logger: log, ClusterKey: store.Describe()})
+	var etcdTLS *tls.Config
+	var etcdFiles *pki.Files
+	if f.etcdListenAddress != "" {
+		if etcdTLS, etcdFiles, err = etcdServerTLS(f); err != nil {
+			return err
+		}
+	}
+	etcd := etcdshim.New(etcdshim.Options{Backend: store, Logger: log, ClusterKey: store.Describe(), TLS: etcdTLS})
 	defer etcd.Stop(5 * time.Second)
 	if f.etcdListenAddress != "" {
 		l, addr, err := listen(f.etcdListenAddress)
@@ -165,7 +174,11 @@ func runServer(ctx context.Context, f *serverFlags, log zerolog.Logger, out io.W
 			return fmt.Errorf("listen on --etcd-listen-address %s: %w", f.etcdListenAddress, err)
 		}
 		go func() { _ = etcd.Serve(l) }()
-		log.Info().Str("address", addr).Msg("serving etcd API")
+		ev := log.Info().Str("address", addr).Bool("tls", etcdTLS != nil)
+		if etcdFiles != nil {
+			ev = ev.Str("cacert", etcdFiles.CACert).Str("cert", etcdFiles.EtcdClientCert).Str("key", etcdFiles.EtcdClientKey)
+		}
+		ev.Msg("serving etcd API")
 	}
 	client := storage.Local(etcd)
 	defer client.Close()
