@@ -28,9 +28,10 @@ func (f Files) leaves() []leaf {
 // server's serving certificate, the admin's, the etcd ones): a new key and
 // serial number, a full validity from now, the same subject, names and
 // usage, signed by the same CA. The CAs and the service-account key are
-// left byte for byte, so clients that trust the CAs keep working; a
-// running server serves its old certificate until it restarts. It returns
-// the renewed certificates' paths.
+// left byte for byte, so clients that trust the CAs keep working. Each
+// file is replaced in place (key first); readers should reload a pair when
+// its certificate file changes. It returns the renewed certificates'
+// paths.
 func Rotate(dir string) ([]string, error) { return rotate(dir, time.Now()) }
 
 func rotate(dir string, now time.Time) ([]string, error) {

@@ -24,7 +24,7 @@ func newCertsCommand() *cobra.Command {
 	cmd.PersistentFlags().StringVar(&dataDir, "data-dir", "./sqlkube-data", "the server's --data-dir")
 	cmd.AddCommand(&cobra.Command{
 		Use:   "rotate",
-		Short: "Renew the leaf certificates (serving, admin, etcd) with the same CAs; restart the server to serve them",
+		Short: "Renew the leaf certificates (serving, admin, etcd) with the same CAs and update the kubeconfig",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return rotateCerts(dataDir, cmd.OutOrStdout())

@@ -281,7 +281,7 @@ func serveAPI(ctx context.Context, f *apiFlags, client *kubernetes.Client, stora
 	if err := api.Bootstrap(ctx); err != nil {
 		return fmt.Errorf("bootstrap: %w", err)
 	}
-	serving, err := tls.LoadX509KeyPair(certFile, keyFile)
+	serving, err := newReloadingCert(certFile, keyFile) // renewed certificates are served at once
 	if err != nil {
 		return err
 	}
@@ -297,7 +297,7 @@ func serveAPI(ctx context.Context, f *apiFlags, client *kubernetes.Client, stora
 		Handler:           api.Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
 		TLSConfig: &tls.Config{
-			Certificates: []tls.Certificate{serving}, ClientCAs: clientCAs,
+			GetCertificate: serving.GetCertificate, ClientCAs: clientCAs,
 			ClientAuth: tls.VerifyClientCertIfGiven, MinVersion: tls.VersionTLS12,
 		},
 	}
