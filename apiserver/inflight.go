@@ -2,6 +2,7 @@ package apiserver
 
 import (
 	"slices"
+	"sync"
 
 	"github.com/labstack/echo/v4"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -32,12 +33,24 @@ var readOnlyVerbs = sets.New("get", "list", "watch")
 // counted, nor are health probes (publicPaths) and requests of system:masters (the admin, and the
 // loopback identity of the server's own controllers), which are never
 // limited. A budget of 0 or less means no limit.
+//
+// Fairness: one user (by name; all unauthenticated callers are one) may
+// hold at most half of a budget (at least one slot), so a single busy
+// client cannot lock the others out.
 type inflightLimiter struct {
 	readOnly, mutating chan struct{} // nil: unlimited
+	mu                 sync.Mutex    // guards held
+	held               map[heldKey]int
+}
+
+// heldKey counts one user's slots of one budget.
+type heldKey struct {
+	user     string
+	mutating bool
 }
 
 func newInflightLimiter(readOnly, mutating int) *inflightLimiter {
-	l := &inflightLimiter{}
+	l := &inflightLimiter{held: map[heldKey]int{}}
 	if readOnly > 0 {
 		l.readOnly = make(chan struct{}, readOnly)
 	}
@@ -74,14 +87,43 @@ func (l *inflightLimiter) middleware(next echo.HandlerFunc) echo.HandlerFunc {
 		if slots == nil {
 			return next(c)
 		}
-		select {
-		case slots <- struct{}{}:
-			defer func() { <-slots }()
-			return next(c)
-		default:
+		key := heldKey{mutating: slots == l.mutating}
+		if u, ok := request.UserFrom(req.Context()); ok {
+			key.user = u.GetName()
+		}
+		if !l.take(slots, key) {
 			c.Response().Header().Set("Retry-After", "1")
 			return writeStatus(c, apierrors.NewTooManyRequests("Too many requests, please try again later.", 1))
 		}
+		defer l.release(slots, key)
+		return next(c)
+	}
+}
+
+// take claims a slot of slots for key's user unless the budget or the
+// user's share of it is spent.
+func (l *inflightLimiter) take(slots chan struct{}, key heldKey) bool {
+	share := max(1, cap(slots)/2)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.held[key] >= share {
+		return false
+	}
+	select {
+	case slots <- struct{}{}:
+		l.held[key]++
+		return true
+	default:
+		return false
+	}
+}
+
+func (l *inflightLimiter) release(slots chan struct{}, key heldKey) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	<-slots
+	if l.held[key]--; l.held[key] == 0 {
+		delete(l.held, key)
 	}
 }
 

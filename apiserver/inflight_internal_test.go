@@ -142,3 +142,44 @@ func TestInflightLimiter_Unlimited(t *testing.T) {
 	close(release)
 	<-done
 }
+
+func TestInflightLimiter_PerUserShare(t *testing.T) {
+	url, entered, release := limitedServer(t, 2, 0)
+	cms := url + "/api/v1/namespaces/default/configmaps"
+	done := make(chan int, 2)
+	hold := func(who string) {
+		go func() {
+			req, _ := http.NewRequest(http.MethodGet, cms, nil)
+			req.Header.Set("X-Hold", "1")
+			req.Header.Set("X-User", who)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				done <- 0
+				return
+			}
+			resp.Body.Close()
+			done <- resp.StatusCode
+		}()
+		<-entered
+	}
+	hold("alice") // half of the budget of 2: alice's share
+	if resp := do(t, http.MethodGet, cms, "X-User", "alice"); resp.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("alice beyond her share: %d, want 429", resp.StatusCode)
+	}
+	hold("bob") // the budget's other slot
+	if resp := do(t, http.MethodGet, cms, "X-User", "carol"); resp.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("carol beyond the budget: %d, want 429", resp.StatusCode)
+	}
+	if resp := do(t, http.MethodPost, cms, "X-User", "alice"); resp.StatusCode != http.StatusOK {
+		t.Fatalf("mutating budget unlimited, got %d", resp.StatusCode)
+	}
+	close(release)
+	for range 2 {
+		if code := <-done; code != http.StatusOK {
+			t.Fatalf("held request answered %d", code)
+		}
+	}
+	if resp := do(t, http.MethodGet, cms, "X-User", "alice"); resp.StatusCode != http.StatusOK {
+		t.Fatalf("alice after release: %d", resp.StatusCode)
+	}
+}
