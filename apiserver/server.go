@@ -16,6 +16,7 @@ import (
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/server/storage"
 	k8sstorage "k8s.io/apiserver/pkg/storage"
+	"k8s.io/apiserver/pkg/storage/value"
 	"k8s.io/client-go/informers"
 	clientset "k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -54,6 +55,16 @@ type Config struct {
 	// AuthorizationMode is AuthorizationRBAC (default) or
 	// AuthorizationAlwaysAllow.
 	AuthorizationMode string
+	// Transformers encrypt the stored values of the resources they name
+	// (LoadEncryptionConfig); nil: every value is stored as it is.
+	Transformers value.ResourceTransformers
+	// MaxRequestsInflight and MaxMutatingRequestsInflight bound the
+	// read-only and mutating requests served at once (429 beyond; see
+	// inflightLimiter); 0: no limit. kube-apiserver's defaults are
+	// DefaultMaxRequestsInflight and DefaultMaxMutatingRequestsInflight.
+	MaxRequestsInflight, MaxMutatingRequestsInflight int
+	// Audit writes the audit log (NewAuditor); nil: none.
+	Audit *Auditor
 }
 
 // Server serves the Kubernetes API.
@@ -230,6 +241,9 @@ func (s *Server) openStorage(r *Resource) (st k8sstorage.Interface, stop func(),
 		Codec: codec, NewFunc: r.New, NewListFunc: r.NewList,
 		ResourcePrefix: r.StoragePrefix, GroupResource: r.GroupResource(), Compactor: s.compactor,
 	}
+	if s.cfg.Transformers != nil {
+		opts.Transformer = s.cfg.Transformers.TransformerForResource(r.GroupResource())
+	}
 	store, err := sqlstorage.NewStore(s.cfg.Client, opts)
 	if err != nil {
 		return nil, nil, nil, err
@@ -269,7 +283,12 @@ func (s *Server) routes() *echo.Echo {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.httpError
-	e.Use(s.authenticate, s.authorize)
+	e.Use(s.authenticate)
+	if s.cfg.Audit != nil {
+		e.Use(s.cfg.Audit.middleware) // rejected requests (429 below) are audited too
+	}
+	e.Use(newInflightLimiter(s.cfg.MaxRequestsInflight, s.cfg.MaxMutatingRequestsInflight).middleware)
+	e.Use(s.authorize)
 	for _, p := range []string{"/healthz", "/livez"} {
 		e.GET(p, func(c echo.Context) error { return c.String(http.StatusOK, "ok") })
 	}

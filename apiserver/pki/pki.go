@@ -1,7 +1,9 @@
 // Package pki creates and keeps the certificates of a single-node cluster:
 // a cluster CA and the API server's serving certificate, a client CA and an
-// admin client certificate (group system:masters), and the service-account
-// signing key. Keys are written 0600; a restart reuses what exists.
+// admin client certificate (group system:masters), the service-account
+// signing key and, when the etcd API is served off the host, the etcd
+// serving and client certificates (from the cluster CA). Keys are written
+// 0600; a restart reuses what exists; Rotate renews the leaves.
 package pki
 
 import (
@@ -44,6 +46,11 @@ type Files struct {
 	ClientCACert, ClientCAKey         string
 	AdminCert, AdminKey               string
 	ServiceAccountKey, ServiceAccount string
+	// EtcdServerCert/Key serve the etcd API; EtcdClientCert/Key are for
+	// tools that call it (both from the cluster CA, which verifies clients
+	// of the etcd API). They exist once EnsureEtcd made them.
+	EtcdServerCert, EtcdServerKey string
+	EtcdClientCert, EtcdClientKey string
 }
 
 // FilesIn names the files under dir.
@@ -56,6 +63,8 @@ func FilesIn(dir string) Files {
 		ClientCACert: p("client-ca.crt"), ClientCAKey: p("client-ca.key"),
 		AdminCert: p("admin.crt"), AdminKey: p("admin.key"),
 		ServiceAccountKey: p("sa.key"), ServiceAccount: p("sa.pub"),
+		EtcdServerCert: p("etcd-server.crt"), EtcdServerKey: p("etcd-server.key"),
+		EtcdClientCert: p("etcd-client.crt"), EtcdClientKey: p("etcd-client.key"),
 	}
 }
 
@@ -71,9 +80,7 @@ func Ensure(dir string, o Options) (Files, error) {
 		return f, err
 	}
 	hosts := append([]string{"127.0.0.1", "localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"}, o.Hosts...)
-	if h, err := os.Hostname(); err == nil && h != "" {
-		hosts = append(hosts, h)
-	}
+	hosts = withHostname(hosts)
 	if err := ensureLeaf(f.ServingCert, f.ServingKey, ca, caKey, pkix.Name{CommonName: "kube-apiserver"}, hosts, x509.ExtKeyUsageServerAuth); err != nil {
 		return f, err
 	}
@@ -89,6 +96,36 @@ func Ensure(dir string, o Options) (Files, error) {
 		return f, err
 	}
 	return f, nil
+}
+
+// EnsureEtcd creates (under dir, from the cluster CA, which it creates if
+// missing) whatever is missing or due of the etcd API's serving
+// certificate, for 127.0.0.1, localhost, the host name and hosts, and of a
+// client certificate for tools (CN etcd-client).
+func EnsureEtcd(dir string, hosts []string) (Files, error) {
+	f := FilesIn(dir)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return f, err
+	}
+	ca, caKey, err := ensureCA(f.CACert, f.CAKey, "sqlkube-ca")
+	if err != nil {
+		return f, err
+	}
+	hosts = withHostname(append([]string{"127.0.0.1", "localhost"}, hosts...))
+	if err := ensureLeaf(f.EtcdServerCert, f.EtcdServerKey, ca, caKey, pkix.Name{CommonName: "etcd-server"}, hosts, x509.ExtKeyUsageServerAuth); err != nil {
+		return f, err
+	}
+	if err := ensureLeaf(f.EtcdClientCert, f.EtcdClientKey, ca, caKey, pkix.Name{CommonName: "etcd-client"}, nil, x509.ExtKeyUsageClientAuth); err != nil {
+		return f, err
+	}
+	return f, nil
+}
+
+func withHostname(hosts []string) []string {
+	if h, err := os.Hostname(); err == nil && h != "" {
+		hosts = append(hosts, h)
+	}
+	return hosts
 }
 
 func exists(paths ...string) (bool, error) {
@@ -161,7 +198,7 @@ func ensureLeaf(certPath, keyPath string, ca *x509.Certificate, caKey crypto.Sig
 			return nil
 		}
 	}
-	return issueLeaf(certPath, keyPath, ca, caKey, subject, hosts, usage)
+	return issueLeaf(certPath, keyPath, ca, caKey, subject, hosts, usage, time.Now())
 }
 
 func covers(c *x509.Certificate, hosts []string) bool {
@@ -177,7 +214,9 @@ func covers(c *x509.Certificate, hosts []string) bool {
 	return true
 }
 
-func issueLeaf(certPath, keyPath string, ca *x509.Certificate, caKey crypto.Signer, subject pkix.Name, hosts []string, usage x509.ExtKeyUsage) error {
+// issueLeaf writes a new key and a certificate for it valid from now for
+// leafValidity.
+func issueLeaf(certPath, keyPath string, ca *x509.Certificate, caKey crypto.Signer, subject pkix.Name, hosts []string, usage x509.ExtKeyUsage, now time.Time) error {
 	key, err := newKey()
 	if err != nil {
 		return err
@@ -186,7 +225,6 @@ func issueLeaf(certPath, keyPath string, ca *x509.Certificate, caKey crypto.Sign
 	if err != nil {
 		return err
 	}
-	now := time.Now()
 	tmpl := &x509.Certificate{
 		SerialNumber: serial, Subject: subject,
 		NotBefore: now.Add(-time.Minute), NotAfter: now.Add(leafValidity),

@@ -132,6 +132,9 @@ func runEtcd(ctx context.Context, f *etcdFlags, log zerolog.Logger) error {
 	if err != nil {
 		return err
 	}
+	if err := requireClientCerts(f.listen, tlsCfg, "--cert-file, --key-file, --trusted-ca-file and --client-cert-auth"); err != nil {
+		return err
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 

@@ -53,6 +53,11 @@ type apiFlags struct {
 	saSigningKeyFile  string
 	saIssuer          string
 	authorizationMode string
+	encryption        string
+	maxInflight       int
+	maxMutating       int
+	auditLog          string
+	auditPolicy       string
 }
 
 func addAPIFlags(fl *pflag.FlagSet, f *apiFlags) {
@@ -65,6 +70,11 @@ func addAPIFlags(fl *pflag.FlagSet, f *apiFlags) {
 	fl.StringVar(&f.clientCAFile, "client-ca-file", "", "CA bundle that verifies client certificates (default: the generated client CA)")
 	fl.StringVar(&f.serviceIPs, "service-cluster-ip-range", apiserver.DefaultServiceClusterIPRange, "CIDR services' cluster IPs come from")
 	fl.StringVar(&f.nodePorts, "service-node-port-range", apiserver.DefaultServiceNodePortRange, "port range NodePort services' ports come from")
+	fl.StringVar(&f.encryption, "encryption-provider-config", "", "EncryptionConfiguration file (apiserver.config.k8s.io/v1): how resources such as secrets are encrypted at rest")
+	fl.IntVar(&f.maxInflight, "max-requests-inflight", apiserver.DefaultMaxRequestsInflight, "read-only requests served at once (429 beyond; watches, exec/proxy and system:masters are not counted; 0: no limit)")
+	fl.IntVar(&f.maxMutating, "max-mutating-requests-inflight", apiserver.DefaultMaxMutatingRequestsInflight, "mutating requests served at once (429 beyond; 0: no limit)")
+	fl.StringVar(&f.auditLog, "audit-log-path", "", "write the audit log (audit.k8s.io/v1 Events, JSON lines) to this file; - for stdout (empty: off)")
+	fl.StringVar(&f.auditPolicy, "audit-policy-file", "", "audit.k8s.io/v1 Policy of what is logged at which level (default: every request at Metadata)")
 	fl.StringVar(&f.advertise, "advertise-address", "", "IP the kubernetes service's endpoints name for this server (default: --bind-address, or the host's address if that is unspecified)")
 	fl.StringVar(&f.tokenAuthFile, "token-auth-file", "", "CSV of static bearer tokens: token,user,uid,\"group1,group2\"")
 	fl.StringVar(&f.saSigningKeyFile, "service-account-signing-key-file", "", "private key that signs service-account tokens (default: generated under DATA_DIR/tls)")
@@ -86,9 +96,10 @@ func loadSigner(path string) (crypto.Signer, error) {
 }
 
 type serverFlags struct {
-	api               apiFlags
-	datastore         string
-	etcdListenAddress string
+	api                apiFlags
+	datastore          string
+	etcdListenAddress  string
+	etcdClientCertAuth bool
 }
 
 func newServerCommand(lf *logFlags) *cobra.Command {
@@ -108,7 +119,8 @@ func newServerCommand(lf *logFlags) *cobra.Command {
 	fl := cmd.Flags()
 	addAPIFlags(fl, &f.api)
 	fl.StringVar(&f.datastore, "datastore", "", "datastore DSN (default: sqlite://DATA_DIR/state.db)")
-	fl.StringVar(&f.etcdListenAddress, "etcd-listen-address", "", "also serve the etcd API here for other tools (empty: off)")
+	fl.StringVar(&f.etcdListenAddress, "etcd-listen-address", "", "also serve the etcd API here for other tools (empty: off); off this host, over TLS with client certificates generated under DATA_DIR/tls")
+	fl.BoolVar(&f.etcdClientCertAuth, "etcd-client-cert-auth", false, "require TLS client certificates on --etcd-listen-address even on a loopback address or unix socket")
 	return cmd
 }
 
@@ -171,7 +183,14 @@ func runServer(ctx context.Context, f *serverFlags, log zerolog.Logger, out io.W
 		return err
 	}
 	defer store.Close()
-	etcd := etcdshim.New(etcdshim.Options{Backend: store, Logger: log, ClusterKey: store.Describe()})
+	var etcdTLS *tls.Config
+	var etcdFiles *pki.Files
+	if f.etcdListenAddress != "" {
+		if etcdTLS, etcdFiles, err = etcdServerTLS(f); err != nil {
+			return err
+		}
+	}
+	etcd := etcdshim.New(etcdshim.Options{Backend: store, Logger: log, ClusterKey: store.Describe(), TLS: etcdTLS})
 	defer etcd.Stop(5 * time.Second)
 	if f.etcdListenAddress != "" {
 		l, addr, err := listen(f.etcdListenAddress)
@@ -179,7 +198,11 @@ func runServer(ctx context.Context, f *serverFlags, log zerolog.Logger, out io.W
 			return fmt.Errorf("listen on --etcd-listen-address %s: %w", f.etcdListenAddress, err)
 		}
 		go func() { _ = etcd.Serve(l) }()
-		log.Info().Str("address", addr).Msg("serving etcd API")
+		ev := log.Info().Str("address", addr).Bool("tls", etcdTLS != nil)
+		if etcdFiles != nil {
+			ev = ev.Str("cacert", etcdFiles.CACert).Str("cert", etcdFiles.EtcdClientCert).Str("key", etcdFiles.EtcdClientKey)
+		}
+		ev.Msg("serving etcd API")
 	}
 	client := storage.Local(etcd)
 	defer client.Close()
@@ -272,12 +295,22 @@ func serveAPI(ctx context.Context, f *apiFlags, client *kubernetes.Client, stora
 	if f.authorizationMode == apiserver.AuthorizationAlwaysAllow {
 		log.Warn().Msg("AUTHORIZATION IS OFF (--authorization-mode=AlwaysAllow): every authenticated user may do anything; for development only")
 	}
-	api, err := apiserver.New(apiserver.Config{
+	conf := apiserver.Config{
 		Client: client, Logger: log, Authenticate: true,
 		ServiceClusterIPRange: f.serviceIPs, ServiceNodePortRange: f.nodePorts,
+		MaxRequestsInflight: f.maxInflight, MaxMutatingRequestsInflight: f.maxMutating,
 		TokenAuthFile: f.tokenAuthFile, ServiceAccountKey: saKey, ServiceAccountIssuer: f.saIssuer,
 		AuthorizationMode: f.authorizationMode,
-	})
+	}
+	if f.encryption != "" {
+		if conf.Transformers, err = apiserver.LoadEncryptionConfig(ctx, f.encryption); err != nil {
+			return err
+		}
+	}
+	if conf.Audit, err = newAuditor(f, out); err != nil {
+		return err
+	}
+	api, err := apiserver.New(conf)
 	if err != nil {
 		return err
 	}
@@ -285,7 +318,7 @@ func serveAPI(ctx context.Context, f *apiFlags, client *kubernetes.Client, stora
 	if err := api.Bootstrap(ctx); err != nil {
 		return fmt.Errorf("bootstrap: %w", err)
 	}
-	serving, err := tls.LoadX509KeyPair(certFile, keyFile)
+	serving, err := newReloadingCert(certFile, keyFile) // renewed certificates are served at once
 	if err != nil {
 		return err
 	}
@@ -301,7 +334,7 @@ func serveAPI(ctx context.Context, f *apiFlags, client *kubernetes.Client, stora
 		Handler:           api.Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
 		TLSConfig: &tls.Config{
-			Certificates: []tls.Certificate{serving}, ClientCAs: clientCAs,
+			GetCertificate: serving.GetCertificate, ClientCAs: clientCAs,
 			ClientAuth: tls.VerifyClientCertIfGiven, MinVersion: tls.VersionTLS12,
 		},
 	}
@@ -360,6 +393,26 @@ func serveAPI(ctx context.Context, f *apiFlags, client *kubernetes.Client, stora
 	}
 	log.Info().Msg("stopped")
 	return nil
+}
+
+// newAuditor opens --audit-log-path (nil when it is empty). The file is
+// appended to and stays open for the life of the process.
+func newAuditor(f *apiFlags, stdout io.Writer) (*apiserver.Auditor, error) {
+	if f.auditLog == "" {
+		if f.auditPolicy != "" {
+			return nil, errors.New("--audit-policy-file needs --audit-log-path")
+		}
+		return nil, nil
+	}
+	w := stdout
+	if f.auditLog != "-" {
+		file, err := os.OpenFile(f.auditLog, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+		if err != nil {
+			return nil, fmt.Errorf("--audit-log-path: %w", err)
+		}
+		w = file
+	}
+	return apiserver.NewAuditor(apiserver.AuditOptions{Out: w, PolicyFile: f.auditPolicy})
 }
 
 // writeKubeconfig writes the admin kubeconfig (CA and client certificate

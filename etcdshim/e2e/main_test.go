@@ -142,6 +142,9 @@ type serverConfig struct {
 	tls     bool     // the API is served over TLS: etcdctl dials https://
 	ctlArgs []string // flags for every etcdctl run, such as --cacert
 	metrics bool     // serve /metrics on a free port
+	// listenHost is the host sqlkube listens on (default 127.0.0.1; clients
+	// dial 127.0.0.1 whatever it is).
+	listenHost string
 }
 
 // freePort returns a port that was free a moment ago. Another process may
@@ -180,7 +183,12 @@ func startServerWith(t *testing.T, cfg serverConfig) *server {
 		if cfg.tls {
 			s.endpoint = "https://" + s.addr
 		}
-		args := []string{"etcd", "--log-format=json", "--listen-address=" + s.addr,
+		listenAddr := s.addr
+		if cfg.listenHost != "" {
+			_, port, _ := net.SplitHostPort(s.addr)
+			listenAddr = net.JoinHostPort(cfg.listenHost, port)
+		}
+		args := []string{"etcd", "--log-format=json", "--listen-address=" + listenAddr,
 			"--datastore=" + cfg.dsn, "--name=e2e", "--compaction-interval=0"}
 		if cfg.metrics {
 			s.metrics = net.JoinHostPort("127.0.0.1", freePort(t))

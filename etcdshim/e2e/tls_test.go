@@ -254,6 +254,29 @@ func TestSqlkube_TLS(t *testing.T) {
 		}
 	})
 
+	t.Run("off-host", func(t *testing.T) {
+		dsn := sqliteDSN(t)
+		const fix = "--cert-file, --key-file, --trusted-ca-file and --client-cert-auth"
+		for _, flags := range [][]string{
+			nil,
+			{"--cert-file=" + serverCert, "--key-file=" + serverKey},
+			{"--cert-file=" + serverCert, "--key-file=" + serverKey, "--trusted-ca-file=" + ca.file},
+		} {
+			wantStartError(t, append([]string{"etcd", "--listen-address=0.0.0.0:0", "--datastore=" + dsn}, flags...), "refusing", fix, "loopback")
+		}
+		s := startServerWith(t, serverConfig{
+			dsn: dsn, listenHost: "0.0.0.0",
+			args:    []string{"--cert-file=" + serverCert, "--key-file=" + serverKey, "--trusted-ca-file=" + ca.file, "--client-cert-auth"},
+			tls:     true,
+			ctlArgs: []string{"--cacert=" + ca.file, "--cert=" + clientCert, "--key=" + clientKey},
+		})
+		putAll(t, s, "offhost/a", "1")
+		wantOutput(t, "get with a client certificate", s.ctl(t, "get", "offhost/a"), "offhost/a", "1")
+		if out, errOut, err := s.withCtl(s.endpoint, "--cacert="+ca.file).run(t, "", append([]string{"get", "offhost/a"}, refusedClientFlags...)...); err == nil {
+			t.Errorf("etcdctl without a client certificate succeeded, want it refused\nstdout: %s\nstderr: %s", out, errOut)
+		}
+	})
+
 	t.Run("flag-misuse", func(t *testing.T) {
 		dsn := sqliteDSN(t)
 		for _, c := range []struct {

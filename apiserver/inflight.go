@@ -1,0 +1,133 @@
+package apiserver
+
+import (
+	"slices"
+	"sync"
+
+	"github.com/labstack/echo/v4"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/apiserver/pkg/endpoints/request"
+)
+
+// Defaults of kube-apiserver's --max-requests-inflight and
+// --max-mutating-requests-inflight.
+const (
+	DefaultMaxRequestsInflight         = 400
+	DefaultMaxMutatingRequestsInflight = 200
+)
+
+// longRunningSubresources are served for as long as the client stays, so
+// they hold no in-flight slot (as kube-apiserver's
+// --long-running-request-regexp default).
+var longRunningSubresources = sets.New("attach", "exec", "proxy", "log", "portforward")
+
+// readOnlyVerbs share the read-only budget; every other verb is mutating.
+var readOnlyVerbs = sets.New("get", "list", "watch")
+
+// inflightLimiter bounds the requests served at once, read-only and
+// mutating apart, like kube-apiserver's max-in-flight filter: a request
+// over its budget is answered at once with 429 TooManyRequests and
+// Retry-After: 1. Watches and the long-running subresources are not
+// counted, nor are health probes (publicPaths) and requests of system:masters (the admin, and the
+// loopback identity of the server's own controllers), which are never
+// limited. A budget of 0 or less means no limit.
+//
+// Fairness: one user (by name; all unauthenticated callers are one) may
+// hold at most half of a budget (at least one slot), so a single busy
+// client cannot lock the others out.
+type inflightLimiter struct {
+	readOnly, mutating chan struct{} // nil: unlimited
+	mu                 sync.Mutex    // guards held
+	held               map[heldKey]int
+}
+
+// heldKey counts one user's slots of one budget.
+type heldKey struct {
+	user     string
+	mutating bool
+}
+
+func newInflightLimiter(readOnly, mutating int) *inflightLimiter {
+	l := &inflightLimiter{held: map[heldKey]int{}}
+	if readOnly > 0 {
+		l.readOnly = make(chan struct{}, readOnly)
+	}
+	if mutating > 0 {
+		l.mutating = make(chan struct{}, mutating)
+	}
+	return l
+}
+
+// middleware runs after authentication (the user is in the context).
+func (l *inflightLimiter) middleware(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if l.readOnly == nil && l.mutating == nil {
+			return next(c)
+		}
+		req := c.Request()
+		if publicPaths[req.URL.Path] {
+			return next(c) // health probes answer under load too
+		}
+		if u, ok := request.UserFrom(req.Context()); ok && exemptFromLimits(u) {
+			return next(c)
+		}
+		info, err := requestInfos.NewRequestInfo(req)
+		if err != nil {
+			return next(c) // the handler answers 400
+		}
+		if info.Verb == "watch" || (info.IsResourceRequest && longRunningSubresources.Has(info.Subresource)) {
+			return next(c)
+		}
+		slots := l.mutating
+		if !info.IsResourceRequest || readOnlyVerbs.Has(info.Verb) {
+			slots = l.readOnly // non-resource requests are reads: GET /api, /openapi...
+		}
+		if slots == nil {
+			return next(c)
+		}
+		key := heldKey{mutating: slots == l.mutating}
+		if u, ok := request.UserFrom(req.Context()); ok {
+			key.user = u.GetName()
+		}
+		if !l.take(slots, key) {
+			c.Response().Header().Set("Retry-After", "1")
+			return writeStatus(c, apierrors.NewTooManyRequests("Too many requests, please try again later.", 1))
+		}
+		defer l.release(slots, key)
+		return next(c)
+	}
+}
+
+// take claims a slot of slots for key's user unless the budget or the
+// user's share of it is spent.
+func (l *inflightLimiter) take(slots chan struct{}, key heldKey) bool {
+	share := max(1, cap(slots)/2)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.held[key] >= share {
+		return false
+	}
+	select {
+	case slots <- struct{}{}:
+		l.held[key]++
+		return true
+	default:
+		return false
+	}
+}
+
+func (l *inflightLimiter) release(slots chan struct{}, key heldKey) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	<-slots
+	if l.held[key]--; l.held[key] == 0 {
+		delete(l.held, key)
+	}
+}
+
+// exemptFromLimits: system:masters and the API server's own identity.
+func exemptFromLimits(u user.Info) bool {
+	return u.GetName() == user.APIServerUser || slices.Contains(u.GetGroups(), user.SystemPrivilegedGroup)
+}
