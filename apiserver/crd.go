@@ -46,7 +46,7 @@ func crdResource() *Resource {
 // admitCRD defaults a CRD, records its storage version in
 // status.storedVersions and validates it as kube-apiserver does (422 with
 // the upstream field errors).
-func admitCRD(obj, old runtime.Object) error {
+func admitCRD(_ context.Context, obj, old runtime.Object) error {
 	crd := obj.(*apiextensionsv1.CustomResourceDefinition)
 	crdScheme.Default(crd)
 	for _, v := range crd.Spec.Versions {

@@ -1,6 +1,7 @@
 package apiserver
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"maps"
@@ -10,6 +11,7 @@ import (
 	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
+	apiextensionscel "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/cel"
 	structuraldefaulting "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/defaulting"
 	schemaobjectmeta "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/objectmeta"
 	structuralpruning "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/pruning"
@@ -23,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apimachinery/pkg/version"
+	celconfig "k8s.io/apiserver/pkg/apis/cel"
 	"k8s.io/apiserver/pkg/registry/rest"
 	k8sstorage "k8s.io/apiserver/pkg/storage"
 	"k8s.io/kube-openapi/pkg/validation/spec"
@@ -42,8 +45,10 @@ type customResource struct {
 	// that passed validation).
 	structural *structuralschema.Structural
 	validator  apiservervalidation.SchemaValidator
-	table      rest.TableConvertor
-	scale      *apiextensionsv1.CustomResourceSubresourceScale
+	// cel checks the schema's x-kubernetes-validations rules (nil: none).
+	cel   *apiextensionscel.Validator
+	table rest.TableConvertor
+	scale *apiextensionsv1.CustomResourceSubresourceScale
 	// storageCodec writes objects in the storage version and reads them
 	// in this version (conversion strategy None).
 	storageCodec runtime.Codec
@@ -85,6 +90,8 @@ func newCustomResources(crd *apiextensionsv1.CustomResourceDefinition, staticDef
 				return nil, fmt.Errorf("%s %s: defaults: %w", crd.Name, v.Name, err)
 			}
 			cr.structural = s
+			// Compiled once per schema; nil when it has no CEL rules.
+			cr.cel = apiextensionscel.NewValidator(s, true, celconfig.PerCallLimit)
 			if cr.validator, _, err = apiservervalidation.NewSchemaValidator(internal.OpenAPIV3Schema); err != nil {
 				return nil, fmt.Errorf("%s %s: validator: %w", crd.Name, v.Name, err)
 			}
@@ -123,7 +130,7 @@ func newCustomResources(crd *apiextensionsv1.CustomResourceDefinition, staticDef
 			r.Scale = sub.Scale != nil
 			cr.scale = sub.Scale
 		}
-		r.Admit = func(obj, old runtime.Object) error { return cr.admit(r, obj, old) }
+		r.Admit = func(ctx context.Context, obj, old runtime.Object) error { return cr.admit(ctx, r, obj, old) }
 		cr.fields = newCustomFieldManagers(r, staticDefs)
 		out = append(out, r)
 	}
@@ -150,7 +157,7 @@ func (s *Server) storageFor(r *Resource) k8sstorage.Interface {
 // then the object validated against the schema (422 with the field
 // errors). Without a status subresource a status change moves the
 // generation too.
-func (cr *customResource) admit(r *Resource, obj, old runtime.Object) error {
+func (cr *customResource) admit(ctx context.Context, r *Resource, obj, old runtime.Object) error {
 	u, ok := obj.(*unstructured.Unstructured)
 	if !ok {
 		return apierrors.NewInternalError(fmt.Errorf("custom resource is a %T", obj))
@@ -180,6 +187,16 @@ func (cr *customResource) admit(r *Resource, obj, old runtime.Object) error {
 	if cr.structural != nil {
 		errs = append(errs, schemaobjectmeta.Validate(nil, u.Object, cr.structural, true)...)
 	}
+	if cr.cel != nil && len(errs) == 0 {
+		// x-kubernetes-validations rules, within kube-apiserver's cost
+		// budget; transition rules see the old object.
+		var oldObj any
+		if o, ok := old.(*unstructured.Unstructured); ok {
+			oldObj = o.Object
+		}
+		celErrs, _ := cr.cel.Validate(ctx, nil, cr.structural, u.Object, oldObj, celconfig.RuntimeCELCostBudget)
+		errs = append(errs, celErrs...)
+	}
 	if len(errs) > 0 {
 		return apierrors.NewInvalid(r.GVK.GroupKind(), u.GetName(), errs)
 	}
@@ -192,14 +209,20 @@ func (cr *customResource) admit(r *Resource, obj, old runtime.Object) error {
 
 // prune drops the fields a custom resource's schema does not know (unless
 // it preserves them), as kube-apiserver does when it decodes a request
-// body, so managedFields never name them. It does nothing on a nil
-// receiver (built-in resources) or without a schema.
-func (cr *customResource) prune(obj runtime.Object) {
+// body, so managedFields never name them, and returns the errors
+// fieldValidation reports for them (`unknown field "spec.foo"`). It does
+// nothing on a nil receiver (built-in resources) or without a schema.
+func (cr *customResource) prune(obj runtime.Object) []error {
 	u, ok := obj.(*unstructured.Unstructured)
 	if cr == nil || !ok || cr.structural == nil || cr.crd.Spec.PreserveUnknownFields {
-		return
+		return nil
 	}
-	structuralpruning.Prune(u.Object, cr.structural, true)
+	paths := structuralpruning.PruneWithOptions(u.Object, cr.structural, true, structuralschema.UnknownFieldPathOptions{TrackUnknownFieldPaths: true})
+	errs := make([]error, 0, len(paths))
+	for _, p := range paths {
+		errs = append(errs, fmt.Errorf("unknown field %q", p))
+	}
+	return errs
 }
 
 // unstructuredStorageCodec stores custom resources as JSON in the CRD's

@@ -68,7 +68,7 @@ func (h *handler) customScale() error {
 		if err := unstructured.SetNestedField(updated.Object, int64(want.Spec.Replicas), specPath...); err != nil {
 			return nil, nil, apierrors.NewBadRequest(err.Error())
 		}
-		if err := h.r.Admit(updated, existing); err != nil {
+		if err := h.r.Admit(h.ctx, updated, existing); err != nil {
 			return nil, nil, err
 		}
 		if specChanged(existing, updated) {

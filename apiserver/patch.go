@@ -258,7 +258,9 @@ func (p *patcher) apply(existing runtime.Object) (runtime.Object, error) {
 	}
 	// Kept as served whatever the patch did to them (removed, say).
 	obj.GetObjectKind().SetGroupVersionKind(h.r.GVK)
-	h.r.Custom.prune(obj)
+	if err := h.strictFields(h.r.Custom.prune(obj), h.patchInvalid); err != nil {
+		return nil, err
+	}
 
 	m, err := meta.Accessor(obj)
 	if err != nil {

@@ -1,6 +1,7 @@
 package apiserver
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"sort"
@@ -46,7 +47,7 @@ type Resource struct {
 	// Admit defaults and validates an object about to be stored (old is
 	// nil on create, the stored object on update); it returns an API
 	// Status error (422 Invalid, say) to refuse the write.
-	Admit func(obj, old runtime.Object) error
+	Admit func(ctx context.Context, obj, old runtime.Object) error
 	// DeletionFinalizer, if set, is added to an object when its deletion
 	// starts, so a controller cleans up before it goes (as
 	// customresourcecleanup.apiextensions.k8s.io for CRDs).

@@ -273,7 +273,11 @@ func (h *handler) decodeBody() (runtime.Object, error) {
 	if *gvk != h.r.GVK {
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("the API version in the data (%s) does not match the expected API version (%s) or kind %s", gvk.GroupVersion(), h.r.GroupVersion(), h.r.GVK.Kind))
 	}
-	h.r.Custom.prune(out)
+	// Fields a custom resource's schema does not know are pruned, and
+	// follow fieldValidation as unknown fields do.
+	if err := h.strictFields(h.r.Custom.prune(out), h.decodeStrictError(gvk)); err != nil {
+		return nil, err
+	}
 	return out, nil
 }
 
@@ -408,7 +412,7 @@ func (h *handler) prepareCreate(obj runtime.Object) (runtime.Object, error) {
 			h.r.PrepareForCreate(obj)
 		}
 		if h.r.Admit != nil {
-			if err := h.r.Admit(obj, nil); err != nil {
+			if err := h.r.Admit(h.ctx, obj, nil); err != nil {
 				return nil, err
 			}
 		}
@@ -458,7 +462,7 @@ func (h *handler) prepareUpdate(existing, updated runtime.Object) (_ runtime.Obj
 			return nil, nil, err
 		}
 		if h.r.Admit != nil {
-			if err := h.r.Admit(merged, existing); err != nil {
+			if err := h.r.Admit(h.ctx, merged, existing); err != nil {
 				return nil, nil, err
 			}
 		}
@@ -497,7 +501,7 @@ func (h *handler) prepareUpdate(existing, updated runtime.Object) (_ runtime.Obj
 		return nil, nil, err
 	}
 	if h.r.Admit != nil {
-		if err := h.r.Admit(updated, existing); err != nil {
+		if err := h.r.Admit(h.ctx, updated, existing); err != nil {
 			return nil, nil, err
 		}
 	}

@@ -1,6 +1,7 @@
 package apiserver
 
 import (
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"strconv"
 	"strings"
 	"time"
@@ -78,6 +79,10 @@ func groupPrinters() []printerEntry {
 			return []any{o.Name, createdAtCell(o.CreationTimestamp)}
 		})},
 		{&rbacv1.ClusterRole{}, printerOf(roleColumns, func(o *rbacv1.ClusterRole) []any {
+			return []any{o.Name, createdAtCell(o.CreationTimestamp)}
+		})},
+		// kubectl get crd: NAME, CREATED AT.
+		{&apiextensionsv1.CustomResourceDefinition{}, printerOf(roleColumns, func(o *apiextensionsv1.CustomResourceDefinition) []any {
 			return []any{o.Name, createdAtCell(o.CreationTimestamp)}
 		})},
 		{&rbacv1.RoleBinding{}, printerOf(bindingColumns, func(o *rbacv1.RoleBinding) []any {
