@@ -59,4 +59,12 @@ func newVersionCommand() *cobra.Command {
 	}
 }
 
-func stderrLogger(lf *logFlags) (zerolog.Logger, error) { return lf.logger(os.Stderr) }
+// stderrLogger is the logger of long-running commands; the Kubernetes
+// libraries' logs go to it too.
+func stderrLogger(lf *logFlags) (zerolog.Logger, error) {
+	log, err := lf.logger(os.Stderr)
+	if err == nil {
+		routeKlog(log)
+	}
+	return log, err
+}
