@@ -28,8 +28,10 @@ type authz struct {
 }
 
 // newAuthorizer builds the authorizer of mode: members of system:masters
-// may do anything, then RBAC over the cluster's roles and bindings (read
-// from informers), or everything for AlwaysAllow.
+// may do anything, then Kubernetes' Node authorizer (authz_node.go) for
+// nodes' own objects, then RBAC over the cluster's roles and bindings
+// (read from informers), kube-apiserver's default Node,RBAC order; or
+// everything for AlwaysAllow.
 func newAuthorizer(mode string, factory informers.SharedInformerFactory) (*authz, error) {
 	masters := authorizerfactory.NewPrivilegedGroups(user.SystemPrivilegedGroup)
 	switch mode {
@@ -44,7 +46,8 @@ func newAuthorizer(mode string, factory informers.SharedInformerFactory) (*authz
 			&rbac.ClusterRoleGetter{Lister: rbacv1.ClusterRoles().Lister()},
 			&rbac.ClusterRoleBindingLister{Lister: rbacv1.ClusterRoleBindings().Lister()},
 		)
-		return &authz{Authorizer: authzunion.New(masters, r), rules: r}, nil
+		nodes := newNodeAuthorizer(factory)
+		return &authz{Authorizer: authzunion.New(masters, nodes, r), rules: authzunion.NewRuleResolvers(nodes, r)}, nil
 	}
 	return nil, errUnknownAuthorizationMode(mode)
 }
