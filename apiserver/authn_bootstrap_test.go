@@ -56,7 +56,7 @@ func TestAuthn_BootstrapTokens(t *testing.T) {
 		t.Errorf("create a node with a bootstrap token: %v, want 403", err)
 	}
 	// A wrong secret for a known ID does not authenticate.
-	if _, err := s.as(token[:7] + "0123456789abcdef").CoreV1().Pods("default").List(ctx, metav1.ListOptions{}); !apierrors.IsUnauthorized(err) {
+	if _, err := s.as(token[:7]+"0123456789abcdef").CoreV1().Pods("default").List(ctx, metav1.ListOptions{}); !apierrors.IsUnauthorized(err) {
 		t.Errorf("a wrong secret: %v, want 401", err)
 	}
 
