@@ -5,8 +5,10 @@ import (
 	"testing"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -209,6 +211,28 @@ func TestNodeRestriction(t *testing.T) {
 	}
 	if _, err := n1.CoordinationV1().Leases(corev1.NamespaceNodeLease).Create(ctx, lease("n2"), metav1.CreateOptions{}); !apierrors.IsForbidden(err) {
 		t.Errorf("n1 creates n2's lease: %v, want 403", err)
+	}
+
+	// Evictions: of its own pods only.
+	evict := func(name string) error {
+		return n1.PolicyV1().Evictions("default").Evict(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"}})
+	}
+	if err := evict("p2"); !apierrors.IsForbidden(err) {
+		t.Errorf("n1 evicts p2: %v, want 403", err)
+	}
+	if err := evict("p1"); err != nil {
+		t.Errorf("n1 evicts p1: %v", err)
+	}
+	// Tokens: only bound to its own pods.
+	p2, err := admin.CoreV1().Pods("default").Get(ctx, "p2", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = n1.CoreV1().ServiceAccounts("default").CreateToken(ctx, "default", &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
+		BoundObjectRef: &authenticationv1.BoundObjectReference{APIVersion: "v1", Kind: "Pod", Name: "p2", UID: p2.UID},
+	}}, metav1.CreateOptions{})
+	if !apierrors.IsForbidden(err) {
+		t.Errorf("n1 asks for a token of p2's service account: %v, want 403", err)
 	}
 	checkUntouched(t, admin)
 }
