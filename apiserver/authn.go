@@ -58,6 +58,31 @@ func newAuthenticator(tokens ...authenticator.Token) authenticator.Request {
 	return group.NewAuthenticatedGroupAdder(requestunion.New(ways...))
 }
 
+// newTokenReviewer authenticates the tokens of TokenReviews with the
+// server's token authenticators (not client certificates); nil without
+// any.
+func newTokenReviewer(tokens ...authenticator.Token) authenticator.Request {
+	var present []authenticator.Token
+	for _, t := range tokens {
+		if t != nil {
+			present = append(present, t)
+		}
+	}
+	if len(present) == 0 {
+		return nil
+	}
+	return group.NewAuthenticatedGroupAdder(bearertoken.New(tokenunion.New(present...)))
+}
+
+// apiAudiences are the audiences the API accepts tokens for: the
+// service-account issuer, as kube-apiserver defaults --api-audiences.
+func (s *Server) apiAudiences() authenticator.Audiences {
+	if s.cfg.ServiceAccountIssuer != "" {
+		return authenticator.Audiences{s.cfg.ServiceAccountIssuer}
+	}
+	return authenticator.Audiences{DefaultServiceAccountIssuer}
+}
+
 // authenticate identifies the caller: the loopback connection is the
 // server itself; otherwise the authenticator decides. Without
 // credentials only publicPaths are served (401 otherwise), unless the

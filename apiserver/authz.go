@@ -32,8 +32,10 @@ type authz struct {
 }
 
 // newAuthorizer builds the authorizer of mode: members of system:masters
-// may do anything, then RBAC over the cluster's roles and bindings (read
-// from informers), or everything for AlwaysAllow.
+// may do anything, then Kubernetes' Node authorizer (authz_node.go) for
+// nodes' own objects, then RBAC over the cluster's roles and bindings
+// (read from informers), kube-apiserver's default Node,RBAC order; or
+// everything for AlwaysAllow.
 func newAuthorizer(mode string, factory informers.SharedInformerFactory) (*authz, error) {
 	masters := authorizerfactory.NewPrivilegedGroups(user.SystemPrivilegedGroup)
 	switch mode {
@@ -47,8 +49,9 @@ func newAuthorizer(mode string, factory informers.SharedInformerFactory) (*authz
 		clusterRoles := &rbac.ClusterRoleGetter{Lister: rbacv1.ClusterRoles().Lister()}
 		clusterRoleBindings := &rbac.ClusterRoleBindingLister{Lister: rbacv1.ClusterRoleBindings().Lister()}
 		r := rbac.New(roles, roleBindings, clusterRoles, clusterRoleBindings)
+		nodes := newNodeAuthorizer(factory)
 		return &authz{
-			Authorizer: authzunion.New(masters, r), rules: r,
+			Authorizer: authzunion.New(masters, nodes, r), rules: authzunion.NewRuleResolvers(nodes, r),
 			resolver: rbacvalidation.NewDefaultRuleResolver(roles, roleBindings, clusterRoles, clusterRoleBindings),
 		}, nil
 	}

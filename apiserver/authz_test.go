@@ -25,8 +25,9 @@ import (
 )
 
 // securedServer is an API server with authentication on, static tokens
-// for admin (system:masters), alice and bob (no bindings), service-account
-// tokens, RBAC, and its bootstrap policy in place.
+// for admin (system:masters), alice and bob (no bindings) and the nodes n1
+// and n2 (node1-token, node2-token: system:node:NAME in system:nodes),
+// service-account tokens, RBAC, and its bootstrap policy in place.
 type securedServer struct {
 	url string
 	api *apiserver.Server
@@ -36,7 +37,8 @@ func newSecuredServer(t *testing.T) *securedServer {
 	t.Helper()
 	dir := t.TempDir()
 	tokens := filepath.Join(dir, "tokens.csv")
-	csv := "admin-token,admin,1,system:masters\nalice-token,alice,2\nbob-token,bob,3,\"team,devs\"\n"
+	csv := "admin-token,admin,1,system:masters\nalice-token,alice,2\nbob-token,bob,3,\"team,devs\"\n" +
+		"node1-token,system:node:n1,4,system:nodes\nnode2-token,system:node:n2,5,system:nodes\n"
 	if err := os.WriteFile(tokens, []byte(csv), 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apiserver/pkg/admission"
 	k8sstorage "k8s.io/apiserver/pkg/storage"
 	storeerr "k8s.io/apiserver/pkg/storage/errors"
 )
@@ -65,6 +66,10 @@ func (h *handler) evict() error {
 	}
 	if name != h.info.Name {
 		return h.fail(apierrors.NewBadRequest("name in URL does not match name in Eviction object"))
+	}
+	// A node evicts only pods bound to it.
+	if err := h.admitNodeWrite(admission.Create, obj, nil, name); err != nil {
+		return h.fail(err)
 	}
 	if del == nil {
 		del = &metav1.DeleteOptions{}

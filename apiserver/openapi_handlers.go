@@ -18,7 +18,12 @@ func (s *Server) newOpenAPI() (*openapi.Builder, error) {
 	for _, r := range s.registry.Resources() {
 		res := openapi.Resource{
 			GVK: r.GVK, ListKind: r.GVK.Kind + "List", Plural: r.Plural, Namespaced: r.Namespaced,
-			Verbs: restVerbs, Object: r.New(), List: r.NewList(),
+			Verbs: restVerbs, Object: r.New(),
+		}
+		if r.CreateOnly != nil {
+			res.Verbs = []string{"create"}
+		} else {
+			res.List = r.NewList()
 		}
 		if r.Scale {
 			res.Subresources = append(res.Subresources, openapi.Subresource{

@@ -56,6 +56,11 @@ type Resource struct {
 	// (customresource.go): unstructured objects with their own storage,
 	// schema, table columns and scale paths.
 	Custom *customResource
+	// CreateOnly, when set, makes the resource virtual: nothing is stored
+	// (no storage, no watch cache, NewList may be nil), create is its only
+	// verb and this function answers it (the access reviews, reviews.go);
+	// any other verb is 405.
+	CreateOnly func(h *handler) error
 }
 
 // GroupResource returns the resource's group and plural.

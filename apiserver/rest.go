@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/endpoints/request"
 	k8sstorage "k8s.io/apiserver/pkg/storage"
 	storeerr "k8s.io/apiserver/pkg/storage/errors"
@@ -73,6 +74,9 @@ func (s *Server) serveResource(c echo.Context) error {
 	}
 	ctx := request.WithRequestInfo(request.WithNamespace(c.Request().Context(), info.Namespace), info)
 	h := &handler{s: s, r: r, st: s.storageFor(r), info: info, c: c, ctx: ctx}
+	if r.CreateOnly != nil {
+		return h.serveCreateOnly() // reviews.go
+	}
 	if info.Subresource == "scale" {
 		if r.Custom != nil {
 			return h.customScale()
@@ -320,6 +324,10 @@ func (h *handler) create() error {
 		return h.fail(err)
 	}
 	m, _ = meta.Accessor(obj)
+	if err := h.admitNodeWrite(admission.Create, obj, nil, m.GetName()); err != nil {
+		undo()
+		return h.fail(err)
+	}
 	if isDryRun(opts.DryRun) {
 		defer undo()
 		// Nothing is written: answer as the create would, without a
@@ -520,6 +528,9 @@ func (h *handler) delete() error {
 		return h.fail(apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "DeleteOptions"}, "", errs))
 	}
 	if err := h.admitDelete(); err != nil {
+		return h.fail(err)
+	}
+	if err := h.admitNodeWrite(admission.Delete, nil, nil, h.info.Name); err != nil {
 		return h.fail(err)
 	}
 	var pre *k8sstorage.Preconditions

@@ -95,6 +95,10 @@ type Server struct {
 	authz     *authz
 	// serviceAccounts is nil without a signing key.
 	serviceAccounts *serviceAccounts
+	// tokenReviewer authenticates TokenReviews' tokens (nil without any
+	// token authenticator); nodeRestriction admits nodes' writes.
+	tokenReviewer   authenticator.Request
+	nodeRestriction *nodeRestriction
 	// crds serves the resources CustomResourceDefinitions define
 	// (crd_controller.go).
 	crds *crdController
@@ -109,7 +113,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Version == "" {
 		cfg.Version = "v1.34.2"
 	}
-	s := &Server{cfg: cfg, registry: NewRegistry(slices.Concat(coreResources(), storageResources(), groupResources(), eventResources(), []*Resource{crdResource()})...), storages: map[*Resource]k8sstorage.Interface{}, stopping: make(chan struct{})}
+	s := &Server{cfg: cfg, registry: NewRegistry(slices.Concat(coreResources(), storageResources(), groupResources(), eventResources(), storageGroupResources(), reviewResources(), []*Resource{crdResource()})...), storages: map[*Resource]k8sstorage.Interface{}, stopping: make(chan struct{})}
 	if cfg.ServiceClusterIPRange == "" {
 		cfg.ServiceClusterIPRange = DefaultServiceClusterIPRange
 	}
@@ -127,6 +131,9 @@ func New(cfg Config) (*Server, error) {
 	s.compactor = sqlstorage.NewCompactor(cfg.Client, 0)
 	s.stops = append(s.stops, s.compactor.Stop)
 	for _, r := range s.registry.Resources() {
+		if r.CreateOnly != nil {
+			continue // virtual: nothing stored
+		}
 		st, err := s.newStorage(r)
 		if err != nil {
 			s.Close()
@@ -168,13 +175,18 @@ func (s *Server) startAuth() error {
 	if s.authz, err = newAuthorizer(s.cfg.AuthorizationMode, s.informers); err != nil {
 		return err
 	}
+	if s.nodeRestriction, err = newNodeRestriction(s.informers, s.authz); err != nil {
+		return err
+	}
+	// Static and bootstrap tokens are good for the API's own audiences
+	// only (TokenReviews may ask for others).
 	var tokens []authenticator.Token
 	if s.cfg.TokenAuthFile != "" {
 		st, err := loadTokenFile(s.cfg.TokenAuthFile)
 		if err != nil {
 			return fmt.Errorf("apiserver: %w", err)
 		}
-		tokens = append(tokens, st)
+		tokens = append(tokens, authenticator.WrapAudienceAgnosticToken(s.apiAudiences(), st))
 	}
 	if s.cfg.ServiceAccountKey != nil {
 		if s.serviceAccounts, err = newServiceAccounts(s.cfg.ServiceAccountKey, s.cfg.ServiceAccountIssuer, client); err != nil {
@@ -182,7 +194,11 @@ func (s *Server) startAuth() error {
 		}
 		tokens = append(tokens, s.serviceAccounts.tokens)
 	}
+	if s.cfg.Authenticate {
+		tokens = append(tokens, authenticator.WrapAudienceAgnosticToken(s.apiAudiences(), s.startBootstrapTokens(client)))
+	}
 	s.authn = newAuthenticator(tokens...)
+	s.tokenReviewer = newTokenReviewer(tokens...)
 	stop := make(chan struct{})
 	s.informers.Start(stop)
 	s.stops = append(s.stops, func() {

@@ -20,6 +20,7 @@ import (
 	_ "k8s.io/kubernetes/pkg/apis/policy/install"
 	_ "k8s.io/kubernetes/pkg/apis/rbac/install"
 	_ "k8s.io/kubernetes/pkg/apis/scheduling/install"
+	_ "k8s.io/kubernetes/pkg/apis/storage/install"
 
 	"k8s.io/kubernetes/pkg/registry/apps/controllerrevision"
 	"k8s.io/kubernetes/pkg/registry/apps/daemonset"
@@ -49,6 +50,8 @@ import (
 	"k8s.io/kubernetes/pkg/registry/rbac/role"
 	"k8s.io/kubernetes/pkg/registry/rbac/rolebinding"
 	"k8s.io/kubernetes/pkg/registry/scheduling/priorityclass"
+	"k8s.io/kubernetes/pkg/registry/storage/csidriver"
+	"k8s.io/kubernetes/pkg/registry/storage/volumeattachment"
 )
 
 // Strategy is Kubernetes' own behaviour for one type on create and update
@@ -94,22 +97,25 @@ var (
 		{Group: "rbac.authorization.k8s.io", Resource: "rolebindings"}:        rolebinding.Strategy,
 		{Group: "rbac.authorization.k8s.io", Resource: "clusterroles"}:        clusterrole.Strategy,
 		{Group: "rbac.authorization.k8s.io", Resource: "clusterrolebindings"}: clusterrolebinding.Strategy,
+		{Group: "storage.k8s.io", Resource: "volumeattachments"}:              volumeattachment.Strategy,
+		{Group: "storage.k8s.io", Resource: "csidrivers"}:                     csidriver.Strategy,
 	}
 	statusStrategies = map[schema.GroupResource]rest.RESTUpdateStrategy{
-		{Resource: "namespaces"}:                            namespace.StatusStrategy,
-		{Resource: "pods"}:                                  pod.StatusStrategy,
-		{Resource: "nodes"}:                                 node.StatusStrategy,
-		{Resource: "services"}:                              service.StatusStrategy,
-		{Resource: "persistentvolumes"}:                     persistentvolume.StatusStrategy,
-		{Resource: "persistentvolumeclaims"}:                persistentvolumeclaim.StatusStrategy,
-		{Resource: "resourcequotas"}:                        resourcequota.StatusStrategy,
-		{Group: "apps", Resource: "deployments"}:            deployment.StatusStrategy,
-		{Group: "apps", Resource: "replicasets"}:            replicaset.StatusStrategy,
-		{Group: "apps", Resource: "statefulsets"}:           statefulset.StatusStrategy,
-		{Group: "apps", Resource: "daemonsets"}:             daemonset.StatusStrategy,
-		{Group: "batch", Resource: "jobs"}:                  job.StatusStrategy,
-		{Group: "batch", Resource: "cronjobs"}:              cronjob.StatusStrategy,
-		{Group: "policy", Resource: "poddisruptionbudgets"}: poddisruptionbudget.StatusStrategy,
+		{Resource: "namespaces"}:                                 namespace.StatusStrategy,
+		{Resource: "pods"}:                                       pod.StatusStrategy,
+		{Resource: "nodes"}:                                      node.StatusStrategy,
+		{Resource: "services"}:                                   service.StatusStrategy,
+		{Resource: "persistentvolumes"}:                          persistentvolume.StatusStrategy,
+		{Resource: "persistentvolumeclaims"}:                     persistentvolumeclaim.StatusStrategy,
+		{Resource: "resourcequotas"}:                             resourcequota.StatusStrategy,
+		{Group: "apps", Resource: "deployments"}:                 deployment.StatusStrategy,
+		{Group: "apps", Resource: "replicasets"}:                 replicaset.StatusStrategy,
+		{Group: "apps", Resource: "statefulsets"}:                statefulset.StatusStrategy,
+		{Group: "apps", Resource: "daemonsets"}:                  daemonset.StatusStrategy,
+		{Group: "batch", Resource: "jobs"}:                       job.StatusStrategy,
+		{Group: "batch", Resource: "cronjobs"}:                   cronjob.StatusStrategy,
+		{Group: "policy", Resource: "poddisruptionbudgets"}:      poddisruptionbudget.StatusStrategy,
+		{Group: "storage.k8s.io", Resource: "volumeattachments"}: volumeattachment.StatusStrategy,
 	}
 )
 

@@ -4,6 +4,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apiserver/pkg/admission"
 )
 
 // runUpdateStrategy runs the resource's update strategy (or its status
@@ -18,6 +19,10 @@ func (h *handler) runUpdateStrategy(status bool, existing, updated runtime.Objec
 		return nil, apierrors.NewInvalid(h.r.GVK.GroupKind(), m.GetName(), res.errs)
 	}
 	h.warnAll(res.warnings)
+	// Updates, patches and applies of the object or its status by a node.
+	if err := h.admitNodeWrite(admission.Update, res.obj, existing, h.info.Name); err != nil {
+		return nil, err
+	}
 	return res.obj, nil
 }
 

@@ -67,8 +67,12 @@ func (h *handler) serveSubresource() (bool, error) {
 }
 
 // resourceVerbs are the verbs discovery lists for r: namespaces have no
-// deletecollection in Kubernetes (each namespace is deleted on its own).
+// deletecollection in Kubernetes (each namespace is deleted on its own);
+// virtual resources (CreateOnly) have only create.
 func resourceVerbs(r *Resource) metav1.Verbs {
+	if r.CreateOnly != nil {
+		return metav1.Verbs{"create"}
+	}
 	if r.GVK.Group == "" && r.Plural == "namespaces" {
 		return metav1.Verbs{"create", "delete", "get", "list", "patch", "update", "watch"}
 	}

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apiserver/pkg/admission"
 	k8sstorage "k8s.io/apiserver/pkg/storage"
 	storeerr "k8s.io/apiserver/pkg/storage/errors"
 	api "k8s.io/kubernetes/pkg/apis/core"
@@ -55,6 +56,10 @@ func (h *handler) createToken() error {
 	}
 	if errs := validateTokenRequest(req); len(errs) > 0 {
 		return h.fail(apierrors.NewInvalid(tokenRequestGVK.GroupKind(), h.info.Name, errs))
+	}
+	// A node asks only for tokens bound to its own pods.
+	if err := h.admitNodeWrite(admission.Create, req, nil, h.info.Name); err != nil {
+		return h.fail(err)
 	}
 	sa := &corev1.ServiceAccount{}
 	if err := h.st.Get(h.ctx, h.key(), k8sstorage.GetOptions{}, sa); err != nil {

@@ -1,0 +1,31 @@
+package apiserver
+
+import (
+	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/client-go/informers"
+	"k8s.io/kubernetes/pkg/auth/nodeidentifier"
+	"k8s.io/kubernetes/plugin/pkg/auth/authorizer/node"
+	"k8s.io/kubernetes/plugin/pkg/auth/authorizer/rbac/bootstrappolicy"
+)
+
+// nodeIdentifier recognises nodes: users system:node:NAME in the group
+// system:nodes (a name without the group is not a node).
+var nodeIdentifier = nodeidentifier.NewDefaultNodeIdentifier()
+
+// isNode reports whether u is a node, and which.
+func isNode(u user.Info) (string, bool) { return nodeIdentifier.NodeIdentity(u) }
+
+// newNodeAuthorizer builds Kubernetes' Node authorizer: a node may read
+// only the pods bound to it and the secrets, config maps, volumes and
+// service accounts those pods use, its own Node object and Lease, and what
+// the bootstrap policy's node rules allow every node; anything else has
+// no opinion (RBAC decides). What is bound to what comes from a graph fed
+// by the pods, persistent volumes and volume attachments informers of
+// factory (request before factory starts). Resource slices and pod
+// certificate requests are not served, so they are not watched.
+func newNodeAuthorizer(factory informers.SharedInformerFactory) *node.NodeAuthorizer {
+	graph := node.NewGraph()
+	core := factory.Core().V1()
+	node.AddGraphEventHandlers(graph, core.Nodes(), core.Pods(), core.PersistentVolumes(), factory.Storage().V1().VolumeAttachments(), nil, nil)
+	return node.NewAuthorizer(graph, nodeIdentifier, bootstrappolicy.NodeRules())
+}
