@@ -31,7 +31,7 @@ type serviceAccounts struct {
 	tokens authenticator.Token
 }
 
-func newServiceAccounts(key crypto.Signer, issuer string, client kubernetes.Interface) (*serviceAccounts, error) {
+func newServiceAccounts(key crypto.Signer, issuer string, cacheTTL time.Duration, client kubernetes.Interface) (*serviceAccounts, error) {
 	if issuer == "" {
 		issuer = DefaultServiceAccountIssuer
 	}
@@ -50,12 +50,16 @@ func newServiceAccounts(key crypto.Signer, issuer string, client kubernetes.Inte
 		return nil, err
 	}
 	legacy := serviceaccount.JWTTokenAuthenticator([]string{legacyIssuer}, keys, authenticator.Audiences{issuer}, legacyValidator)
-	return &serviceAccounts{
-		issuer: issuer, generator: gen,
-		// Checking a token reads its service account (and pod or
-		// secret); successes are kept 10 s, as kube-apiserver does.
-		tokens: tokencache.New(tokenUnion{bound, legacy}, false, 10*time.Second, 0),
-	}, nil
+	// Checking a token reads its service account (and pod or secret);
+	// successes are kept 10 s by default, as kube-apiserver does.
+	var tokens authenticator.Token = tokenUnion{bound, legacy}
+	switch {
+	case cacheTTL == 0:
+		tokens = tokencache.New(tokens, false, 10*time.Second, 0)
+	case cacheTTL > 0:
+		tokens = tokencache.New(tokens, false, cacheTTL, 0)
+	}
+	return &serviceAccounts{issuer: issuer, generator: gen, tokens: tokens}, nil
 }
 
 // tokenUnion tries each token authenticator in turn, ignoring the errors
@@ -94,4 +98,11 @@ func (g clientTokenGetter) GetSecret(namespace, name string) (*corev1.Secret, er
 
 func (g clientTokenGetter) GetNode(name string) (*corev1.Node, error) {
 	return g.client.CoreV1().Nodes().Get(context.TODO(), name, metav1.GetOptions{})
+}
+
+// LegacyTokenGenerator signs secret-based service-account tokens (issuer
+// kubernetes/serviceaccount) with key, for Kubernetes' tokens controller;
+// the API server accepts them while their secret exists.
+func LegacyTokenGenerator(key crypto.Signer) (serviceaccount.TokenGenerator, error) {
+	return serviceaccount.JWTTokenGenerator(legacyIssuer, key)
 }

@@ -31,6 +31,7 @@ import (
 type securedServer struct {
 	url string
 	api *apiserver.Server
+	key *ecdsa.PrivateKey
 }
 
 func newSecuredServer(t *testing.T) *securedServer {
@@ -46,7 +47,9 @@ func newSecuredServer(t *testing.T) *securedServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, api := newServerWith(t, apiserver.Config{Authenticate: true, TokenAuthFile: tokens, ServiceAccountKey: key})
+	// Service-account tokens are checked on every request (no cache), so
+	// a deleted secret's token fails at once.
+	cfg, api := newServerWith(t, apiserver.Config{Authenticate: true, TokenAuthFile: tokens, ServiceAccountKey: key, ServiceAccountTokenCacheTTL: -1})
 	ctx := context.Background()
 	if err := api.Bootstrap(ctx); err != nil {
 		t.Fatal(err)
@@ -61,7 +64,7 @@ func newSecuredServer(t *testing.T) *securedServer {
 	if err != nil {
 		t.Fatalf("server not ready: %v", err)
 	}
-	return &securedServer{url: cfg.Host, api: api}
+	return &securedServer{url: cfg.Host, api: api, key: key}
 }
 
 func (s *securedServer) as(token string) kubernetes.Interface {

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/labstack/echo/v4"
 	"github.com/rs/zerolog"
@@ -52,6 +53,10 @@ type Config struct {
 	// ServiceAccountIssuer is the tokens' issuer and default audience
 	// (default DefaultServiceAccountIssuer).
 	ServiceAccountIssuer string
+	// ServiceAccountTokenCacheTTL is how long a checked service-account
+	// token is trusted without reading its account again (0: 10 s, as
+	// kube-apiserver; negative: never).
+	ServiceAccountTokenCacheTTL time.Duration
 	// AuthorizationMode is AuthorizationRBAC (default) or
 	// AuthorizationAlwaysAllow.
 	AuthorizationMode string
@@ -189,7 +194,7 @@ func (s *Server) startAuth() error {
 		tokens = append(tokens, authenticator.WrapAudienceAgnosticToken(s.apiAudiences(), st))
 	}
 	if s.cfg.ServiceAccountKey != nil {
-		if s.serviceAccounts, err = newServiceAccounts(s.cfg.ServiceAccountKey, s.cfg.ServiceAccountIssuer, client); err != nil {
+		if s.serviceAccounts, err = newServiceAccounts(s.cfg.ServiceAccountKey, s.cfg.ServiceAccountIssuer, s.cfg.ServiceAccountTokenCacheTTL, client); err != nil {
 			return fmt.Errorf("apiserver: %w", err)
 		}
 		tokens = append(tokens, s.serviceAccounts.tokens)

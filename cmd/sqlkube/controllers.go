@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto"
 	"fmt"
 	"sync"
 
@@ -10,15 +11,29 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/pkg/controller/clusterroleaggregation"
+	serviceaccountcontroller "k8s.io/kubernetes/pkg/controller/serviceaccount"
+
+	"github.com/sqlkube/sqlkube/apiserver"
 
 	"github.com/sqlkube/sqlkube/controllers/namespace"
 )
 
+// controllerOptions are what the in-process controllers need besides a
+// client.
+type controllerOptions struct {
+	// ServiceAccountKey signs the tokens of service-account token secrets
+	// (Kubernetes' tokens controller); nil: that controller does not run.
+	ServiceAccountKey crypto.Signer
+	// RootCA is the CA bundle those secrets carry (ca.crt).
+	RootCA []byte
+}
+
 // runControllers starts the controllers `sqlkube server` runs in-process
-// (today the namespace controller) against cfg until ctx ends; the
-// returned wait blocks until they have stopped.
-func runControllers(ctx context.Context, cfg *rest.Config, log zerolog.Logger) (wait func(), err error) {
+// against cfg until ctx ends; the returned wait blocks until they have
+// stopped.
+func runControllers(ctx context.Context, cfg *rest.Config, log zerolog.Logger, opts controllerOptions) (wait func(), err error) {
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("controllers: %w", err)
@@ -35,11 +50,31 @@ func runControllers(ctx context.Context, cfg *rest.Config, log zerolog.Logger) (
 	// Kubernetes' own aggregation controller fills admin, edit, view and
 	// any aggregated ClusterRole from the roles its selectors match.
 	aggregation := clusterroleaggregation.NewClusterRoleAggregation(factory.Rbac().V1().ClusterRoles(), cs.RbacV1())
+	names := []string{"namespace", "clusterrole-aggregation"}
+	var tokens *serviceaccountcontroller.TokensController
+	if opts.ServiceAccountKey != nil {
+		// Kubernetes' tokens controller fills secrets of type
+		// kubernetes.io/service-account-token (legacy, secret-based
+		// tokens) and deletes them with their service account.
+		gen, err := apiserver.LegacyTokenGenerator(opts.ServiceAccountKey)
+		if err != nil {
+			return nil, fmt.Errorf("controllers: %w", err)
+		}
+		tokens, err = serviceaccountcontroller.NewTokensController(klog.FromContext(ctx), factory.Core().V1().ServiceAccounts(), factory.Core().V1().Secrets(), cs,
+			serviceaccountcontroller.TokensControllerOptions{TokenGenerator: gen, RootCA: opts.RootCA})
+		if err != nil {
+			return nil, fmt.Errorf("controllers: %w", err)
+		}
+		names = append(names, "serviceaccount-token")
+	}
 	factory.Start(ctx.Done())
 	var wg sync.WaitGroup
 	wg.Go(func() { ns.Run(ctx, 2) })
 	wg.Go(func() { aggregation.Run(ctx, 1) })
-	log.Info().Strs("controllers", []string{"namespace", "clusterrole-aggregation"}).Msg("controllers started")
+	if tokens != nil {
+		wg.Go(func() { tokens.Run(ctx, 1) })
+	}
+	log.Info().Strs("controllers", names).Msg("controllers started")
 	return func() {
 		wg.Wait()
 		factory.Shutdown()

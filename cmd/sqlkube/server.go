@@ -356,7 +356,13 @@ func serveAPI(ctx context.Context, f *apiFlags, client *kubernetes.Client, stora
 		// In-process controllers reach the API over the loopback client.
 		cfg := api.Loopback()
 		cfg.UserAgent = "sqlkube-controllers"
-		waitControllers, err := runControllers(bgCtx, cfg, log)
+		ctrlOpts := controllerOptions{ServiceAccountKey: saKey}
+		if ownPKI {
+			if ctrlOpts.RootCA, err = os.ReadFile(files.CACert); err != nil {
+				return err
+			}
+		}
+		waitControllers, err := runControllers(bgCtx, cfg, log, ctrlOpts)
 		if err != nil {
 			return err
 		}
