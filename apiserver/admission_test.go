@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -283,6 +284,9 @@ func TestAdmission_Priority(t *testing.T) {
 	pods := cs.CoreV1().Pods("prio")
 	create := func(name, class string) (*corev1.Pod, error) {
 		p := simplePod(name)
+		if name == "" {
+			p.GenerateName = "plain-"
+		}
 		p.Spec.PriorityClassName = class
 		return pods.Create(ctx, p, metav1.CreateOptions{})
 	}
@@ -311,10 +315,8 @@ func TestAdmission_Priority(t *testing.T) {
 	if _, err := classes.Create(ctx, &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: "low"}, Value: 10, GlobalDefault: true}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	n := 0
 	eventually(t, "the default priority class", func() bool {
-		n++
-		p, err := create("plain-"+string(rune('a'+n%26))+time.Now().Format("150405.000000")[7:], "")
+		p, err := create("", "") // a new name each time
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -323,6 +325,12 @@ func TestAdmission_Priority(t *testing.T) {
 	})
 	if pod.Spec.Priority == nil || *pod.Spec.Priority != 10 {
 		t.Fatalf("priority from the global default: %v, want 10", pod.Spec.Priority)
+	}
+
+	// Patches are admitted too: a second global default is refused.
+	_, err = classes.Patch(ctx, "high", types.MergePatchType, []byte(`{"globalDefault":true}`), metav1.PatchOptions{})
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "PriorityClass low is already marked as default. Only one default can exist") {
+		t.Fatalf("patching a second global default: %v, want 403", err)
 	}
 }
 
