@@ -109,6 +109,7 @@ func (h *handler) serverSideApply() error {
 	if errs := metav1validation.ValidatePatchOptions(&opts, types.ApplyYAMLPatchType); len(errs) > 0 {
 		return h.fail(apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "PatchOptions"}, "", errs))
 	}
+	h.admitting(&opts, opts.DryRun)
 	applied := &unstructured.Unstructured{}
 	if err := yaml.Unmarshal(body, &applied.Object); err != nil {
 		return h.fail(apierrors.NewBadRequest("error decoding YAML: " + err.Error()))
@@ -145,9 +146,6 @@ func (h *handler) serverSideApply() error {
 		if creating {
 			if h.info.Subresource != "" {
 				return nil, apierrors.NewNotFound(h.r.GroupResource(), h.info.Name)
-			}
-			if err := h.admitCreate(h.info.Namespace, h.info.Name); err != nil {
-				return nil, err
 			}
 			live = h.r.New()
 			lm, _ := meta.Accessor(live)

@@ -61,8 +61,13 @@ func auditedServer(t *testing.T, policy string) (*rest.Config, *lineWriter) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	api, err := apiserver.New(apiserver.Config{Client: newStorage(t), Logger: zerolog.Nop(), Authenticate: true, Audit: auditor})
+	api, err := apiserver.New(apiserver.Config{Client: newStorage(t), Logger: zerolog.Nop(), Authenticate: true, Audit: auditor,
+		DisableAdmissionPlugins: []string{"ServiceAccount"}})
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := api.Bootstrap(context.Background()); err != nil { // the default namespace
+		api.Close()
 		t.Fatal(err)
 	}
 	serving, err := tls.LoadX509KeyPair(files.ServingCert, files.ServingKey)

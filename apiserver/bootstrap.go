@@ -16,9 +16,9 @@ import (
 // systemNamespaces exist on every cluster.
 var systemNamespaces = []string{metav1.NamespaceDefault, metav1.NamespaceSystem, metav1.NamespacePublic, corev1.NamespaceNodeLease}
 
-// Bootstrap creates what a fresh cluster has: the system namespaces and
-// Kubernetes' bootstrap RBAC policy (reconciled at every start). It is
-// idempotent.
+// Bootstrap creates what a fresh cluster has: the system namespaces, the
+// system priority classes and Kubernetes' bootstrap RBAC policy
+// (reconciled at every start). It is idempotent.
 func (s *Server) Bootstrap(ctx context.Context) error {
 	r, _ := s.registry.Lookup(schema.GroupVersionResource{Version: "v1", Resource: "namespaces"})
 	st := s.storages[r]
@@ -34,6 +34,9 @@ func (s *Server) Bootstrap(ctx context.Context) error {
 	}
 	cs, err := clientset.NewForConfig(s.loopback)
 	if err != nil {
+		return err
+	}
+	if err := ensureSystemPriorityClasses(ctx, cs); err != nil {
 		return err
 	}
 	return reconcileRBAC(ctx, cs)

@@ -439,6 +439,9 @@ func newServerPair(t *testing.T) (*rest.Config, *rest.Config) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if err := api.Bootstrap(context.Background()); err != nil { // the default namespace
+			t.Fatal(err)
+		}
 		hs := httptest.NewServer(api.Handler())
 		t.Cleanup(func() {
 			hs.CloseClientConnections()

@@ -34,6 +34,9 @@ func (h *handler) deleteCollection() error {
 	if errs := metav1validation.ValidateDeleteOptions(&opts); len(errs) > 0 {
 		return h.fail(apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "DeleteOptions"}, "", errs))
 	}
+	if err := h.admitDelete(&opts); err != nil {
+		return h.fail(err)
+	}
 	var pre *k8sstorage.Preconditions
 	if opts.Preconditions != nil {
 		pre = &k8sstorage.Preconditions{UID: opts.Preconditions.UID, ResourceVersion: opts.Preconditions.ResourceVersion}

@@ -44,6 +44,9 @@ func (r *restartableServer) start(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := api.Bootstrap(ctx); err != nil { // the default namespace
+		t.Fatal(err)
+	}
 	var l net.Listener
 	deadline := time.Now().Add(10 * time.Second)
 	for {

@@ -3,7 +3,6 @@ package apiserver
 import (
 	"fmt"
 	"net/http"
-	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -25,8 +24,9 @@ import (
 //     controller empties it and removes the finalizer through
 //     namespaces/NAME/finalize, after which it is gone;
 //   - spec.finalizers change only through namespaces/NAME/finalize;
-//   - nothing new may be created in a terminating namespace (403);
-//   - the system namespaces may not be deleted (403).
+//   - nothing new may be created in a terminating namespace (403) and
+//     the system namespaces may not be deleted (403): the
+//     NamespaceLifecycle admission plugin (admission.go).
 
 var namespacesGVR = corev1.SchemeGroupVersion.WithResource("namespaces")
 
@@ -37,42 +37,6 @@ var immortalNamespaces = systemNamespaces
 
 // isNamespaces reports whether r is core/v1 namespaces.
 func isNamespaces(r *Resource) bool { return r.GVK.Group == "" && r.Plural == "namespaces" }
-
-// admitDelete refuses deleting a system namespace (403).
-func (h *handler) admitDelete() error {
-	if isNamespaces(h.r) && slices.Contains(immortalNamespaces, h.info.Name) {
-		return apierrors.NewForbidden(h.r.GroupResource(), h.info.Name, fmt.Errorf("this namespace may not be deleted"))
-	}
-	return nil
-}
-
-// admitCreate refuses creating a namespaced object in a namespace that is
-// being deleted (403 with a NamespaceTerminating cause). A namespace that
-// does not exist is not checked here.
-func (h *handler) admitCreate(namespace, name string) error {
-	if !h.r.Namespaced || namespace == "" {
-		return nil
-	}
-	r, ok := h.s.registry.Lookup(namespacesGVR)
-	if !ok {
-		return nil
-	}
-	ns := &corev1.Namespace{}
-	if err := h.s.storages[r].Get(h.ctx, r.key("", namespace), k8sstorage.GetOptions{}, ns); err != nil {
-		if k8sstorage.IsNotFound(err) {
-			return nil
-		}
-		return storeerr.InterpretGetError(err, r.GroupResource(), namespace)
-	}
-	if ns.DeletionTimestamp == nil && ns.Status.Phase != corev1.NamespaceTerminating {
-		return nil
-	}
-	err := apierrors.NewForbidden(h.r.GroupResource(), name, fmt.Errorf("unable to create new content in namespace %s because it is being terminated", namespace))
-	err.ErrStatus.Details.Causes = append(err.ErrStatus.Details.Causes, metav1.StatusCause{
-		Type: corev1.NamespaceTerminatingCause, Message: fmt.Sprintf("namespace %s is being terminated", namespace), Field: "metadata.namespace",
-	})
-	return err
-}
 
 // pendingSpecFinalizers reports whether obj is a namespace whose
 // spec.finalizers still hold it.

@@ -89,6 +89,7 @@ func (h *handler) patch() error {
 	if errs := metav1validation.ValidatePatchOptions(&opts, patchType); len(errs) > 0 {
 		return h.fail(apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "PatchOptions"}, "", errs))
 	}
+	h.admitting(&opts, opts.DryRun)
 
 	p, err := h.newPatcher(patchType, body)
 	if err != nil {

@@ -139,6 +139,8 @@ type handler struct {
 	// applying: managedFields are set by server-side apply, not tracked
 	// as an update.
 	applying bool
+	// adm is what admission is told of a write (admission_handler.go).
+	adm admissionRequest
 }
 
 func (h *handler) key() string { return h.r.key(h.info.Namespace, h.info.Name) }
@@ -293,6 +295,7 @@ func (h *handler) create() error {
 	if errs := metav1validation.ValidateCreateOptions(&opts); len(errs) > 0 {
 		return h.fail(apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "CreateOptions"}, "", errs))
 	}
+	h.admitting(&opts, opts.DryRun)
 	obj, err := h.decodeBody()
 	if err != nil {
 		return h.fail(err)
@@ -308,9 +311,6 @@ func (h *handler) create() error {
 	}
 	if m.GetName() == "" && m.GetGenerateName() != "" {
 		m.SetName(m.GetGenerateName() + utilrand.String(5))
-	}
-	if err := h.admitCreate(m.GetNamespace(), m.GetName()); err != nil {
-		return h.fail(err)
 	}
 	// Services get their cluster IP and node ports before validation, as
 	// in kube-apiserver.
@@ -353,6 +353,7 @@ func (h *handler) update() error {
 	if errs := metav1validation.ValidateUpdateOptions(&opts); len(errs) > 0 {
 		return h.fail(apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "UpdateOptions"}, "", errs))
 	}
+	h.admitting(&opts, opts.DryRun)
 	obj, err := h.decodeBody()
 	if err != nil {
 		return h.fail(err)
@@ -391,9 +392,9 @@ func (h *handler) update() error {
 	return h.respond(http.StatusOK, out)
 }
 
-// prepareCreate sets what the server owns on a new object and validates
-// its metadata.
-func (h *handler) prepareCreate(obj runtime.Object) (runtime.Object, error) {
+// prepareNew sets what the server owns on a new object and validates
+// it (prepareCreate runs it between the admission plugins).
+func (h *handler) prepareNew(obj runtime.Object) (runtime.Object, error) {
 	m, err := meta.Accessor(obj)
 	if err != nil {
 		return nil, err
@@ -440,11 +441,12 @@ func (h *handler) prepareCreate(obj runtime.Object) (runtime.Object, error) {
 	return res.obj, nil
 }
 
-// prepareUpdate makes the object to store from the existing one and the
+// prepareChanged makes the object to store from the existing one and the
 // update: a stale resourceVersion is a conflict, system fields are kept,
 // the main resource keeps the stored status and the status subresource
-// changes only the status; generation moves when anything else changes.
-func (h *handler) prepareUpdate(existing, updated runtime.Object) (_ runtime.Object, _ *uint64, err error) {
+// changes only the status; generation moves when anything else changes
+// (prepareUpdate runs it between the admission plugins).
+func (h *handler) prepareChanged(existing, updated runtime.Object) (_ runtime.Object, _ *uint64, err error) {
 	oldMeta, _ := meta.Accessor(existing)
 	newMeta, _ := meta.Accessor(updated)
 	if rv := newMeta.GetResourceVersion(); rv != "" && rv != oldMeta.GetResourceVersion() {
@@ -527,7 +529,7 @@ func (h *handler) delete() error {
 	if errs := metav1validation.ValidateDeleteOptions(&opts); len(errs) > 0 {
 		return h.fail(apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "DeleteOptions"}, "", errs))
 	}
-	if err := h.admitDelete(); err != nil {
+	if err := h.admitDelete(&opts); err != nil {
 		return h.fail(err)
 	}
 	if err := h.admitNodeWrite(admission.Delete, nil, nil, h.info.Name); err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 	"go.etcd.io/etcd/client/v3/kubernetes"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/server/storage"
 	k8sstorage "k8s.io/apiserver/pkg/storage"
@@ -70,6 +71,10 @@ type Config struct {
 	MaxRequestsInflight, MaxMutatingRequestsInflight int
 	// Audit writes the audit log (NewAuditor); nil: none.
 	Audit *Auditor
+	// DisableAdmissionPlugins turns off some of DefaultAdmissionPlugins
+	// (all run by default), as kube-apiserver's
+	// --disable-admission-plugins.
+	DisableAdmissionPlugins []string
 }
 
 // Server serves the Kubernetes API.
@@ -107,6 +112,9 @@ type Server struct {
 	// crds serves the resources CustomResourceDefinitions define
 	// (crd_controller.go).
 	crds *crdController
+	// admission is the chain of admission plugins (admission.go); nil
+	// admits everything.
+	admission admission.Interface
 }
 
 // New builds the server and its storage (a watch cache per resource).
@@ -205,6 +213,11 @@ func (s *Server) startAuth() error {
 	s.authn = newAuthenticator(tokens...)
 	s.tokenReviewer = newTokenReviewer(tokens...)
 	stop := make(chan struct{})
+	// Admission's informers are requested before the factory starts.
+	if s.admission, err = s.newAdmission(client, stop); err != nil {
+		close(stop)
+		return err
+	}
 	s.informers.Start(stop)
 	s.stops = append(s.stops, func() {
 		close(stop)

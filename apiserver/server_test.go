@@ -76,12 +76,24 @@ func serveAPI(t testing.TB, client *etcdkube.Client) *rest.Config {
 	return cfg
 }
 
-// serveAPIWith starts an API server with conf (Logger is set here).
+// serveAPIWith starts an API server with conf (Logger is set here) and
+// bootstraps it (system namespaces, RBAC policy). Unless conf says which
+// admission plugins to disable (an empty, non-nil list: none), the
+// ServiceAccount plugin is off, as in Kubernetes' integration tests: no
+// service account controller runs here to create the accounts pods need
+// (admission_test.go runs one).
 func serveAPIWith(t testing.TB, conf apiserver.Config) (*rest.Config, *apiserver.Server) {
 	t.Helper()
 	conf.Logger = zerolog.Nop()
+	if conf.DisableAdmissionPlugins == nil {
+		conf.DisableAdmissionPlugins = []string{"ServiceAccount"}
+	}
 	api, err := apiserver.New(conf)
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := api.Bootstrap(context.Background()); err != nil {
+		api.Close()
 		t.Fatal(err)
 	}
 	hs := httptest.NewServer(api.Handler())

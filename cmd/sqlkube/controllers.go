@@ -18,6 +18,8 @@ import (
 	"github.com/sqlkube/sqlkube/apiserver"
 
 	"github.com/sqlkube/sqlkube/controllers/namespace"
+	"github.com/sqlkube/sqlkube/controllers/resourcequota"
+	"github.com/sqlkube/sqlkube/controllers/serviceaccount"
 )
 
 // controllerOptions are what the in-process controllers need besides a
@@ -31,8 +33,9 @@ type controllerOptions struct {
 }
 
 // runControllers starts the controllers `sqlkube server` runs in-process
-// against cfg until ctx ends; the returned wait blocks until they have
-// stopped.
+// (namespace, ClusterRole aggregation, service accounts and their token
+// secrets, resource quotas) against cfg until ctx ends; the returned wait
+// blocks until they have stopped.
 func runControllers(ctx context.Context, cfg *rest.Config, log zerolog.Logger, opts controllerOptions) (wait func(), err error) {
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
@@ -50,7 +53,19 @@ func runControllers(ctx context.Context, cfg *rest.Config, log zerolog.Logger, o
 	// Kubernetes' own aggregation controller fills admin, edit, view and
 	// any aggregated ClusterRole from the roles its selectors match.
 	aggregation := clusterroleaggregation.NewClusterRoleAggregation(factory.Rbac().V1().ClusterRoles(), cs.RbacV1())
-	names := []string{"namespace", "clusterrole-aggregation"}
+	// The default service account of every namespace, which the
+	// ServiceAccount admission plugin requires of pods.
+	accounts, err := serviceaccount.New(serviceaccount.Options{Client: cs, Namespaces: factory.Core().V1().Namespaces(), ServiceAccounts: factory.Core().V1().ServiceAccounts()})
+	if err != nil {
+		return nil, err
+	}
+	// ResourceQuotas' status.hard and status.used, which the ResourceQuota
+	// admission plugin enforces and charges.
+	quotas, err := resourcequota.New(ctx, resourcequota.Options{Client: cs, Metadata: md, Informers: factory})
+	if err != nil {
+		return nil, err
+	}
+	names := []string{"namespace", "clusterrole-aggregation", "serviceaccount", "resourcequota"}
 	var tokens *serviceaccountcontroller.TokensController
 	if opts.ServiceAccountKey != nil {
 		// Kubernetes' tokens controller fills secrets of type
@@ -71,6 +86,8 @@ func runControllers(ctx context.Context, cfg *rest.Config, log zerolog.Logger, o
 	var wg sync.WaitGroup
 	wg.Go(func() { ns.Run(ctx, 2) })
 	wg.Go(func() { aggregation.Run(ctx, 1) })
+	wg.Go(func() { accounts.Run(ctx, 2) })
+	wg.Go(func() { quotas.Run(ctx, 2) })
 	if tokens != nil {
 		wg.Go(func() { tokens.Run(ctx, 1) })
 	}

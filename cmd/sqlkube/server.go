@@ -58,6 +58,8 @@ type apiFlags struct {
 	maxMutating       int
 	auditLog          string
 	auditPolicy       string
+	// admission
+	disableAdmission []string
 }
 
 func addAPIFlags(fl *pflag.FlagSet, f *apiFlags) {
@@ -80,6 +82,7 @@ func addAPIFlags(fl *pflag.FlagSet, f *apiFlags) {
 	fl.StringVar(&f.saSigningKeyFile, "service-account-signing-key-file", "", "private key that signs service-account tokens (default: generated under DATA_DIR/tls)")
 	fl.StringVar(&f.saIssuer, "service-account-issuer", apiserver.DefaultServiceAccountIssuer, "issuer (and default audience) of service-account tokens")
 	fl.StringVar(&f.authorizationMode, "authorization-mode", apiserver.AuthorizationRBAC, "RBAC, or AlwaysAllow (development only)")
+	fl.StringSliceVar(&f.disableAdmission, "disable-admission-plugins", nil, fmt.Sprintf("admission plugins to turn off (all run by default, in this order: %s)", strings.Join(apiserver.DefaultAdmissionPlugins(), ",")))
 }
 
 // loadSigner reads a PEM private key (RSA or ECDSA).
@@ -300,7 +303,7 @@ func serveAPI(ctx context.Context, f *apiFlags, client *kubernetes.Client, stora
 		ServiceClusterIPRange: f.serviceIPs, ServiceNodePortRange: f.nodePorts,
 		MaxRequestsInflight: f.maxInflight, MaxMutatingRequestsInflight: f.maxMutating,
 		TokenAuthFile: f.tokenAuthFile, ServiceAccountKey: saKey, ServiceAccountIssuer: f.saIssuer,
-		AuthorizationMode: f.authorizationMode,
+		AuthorizationMode: f.authorizationMode, DisableAdmissionPlugins: f.disableAdmission,
 	}
 	if f.encryption != "" {
 		if conf.Transformers, err = apiserver.LoadEncryptionConfig(ctx, f.encryption); err != nil {

@@ -1,0 +1,124 @@
+package apiserver
+
+import (
+	"fmt"
+	"io"
+	"slices"
+
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apiserver/pkg/admission"
+	genericadmissioninitializer "k8s.io/apiserver/pkg/admission/initializer"
+	"k8s.io/apiserver/pkg/admission/plugin/namespace/lifecycle"
+	"k8s.io/apiserver/pkg/admission/plugin/resourcequota"
+	quota "k8s.io/apiserver/pkg/quota/v1"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/kubernetes/pkg/api/legacyscheme"
+	quotainstall "k8s.io/kubernetes/pkg/quota/v1/install"
+	"k8s.io/kubernetes/plugin/pkg/admission/limitranger"
+	"k8s.io/kubernetes/plugin/pkg/admission/priority"
+	"k8s.io/kubernetes/plugin/pkg/admission/security/podsecurity"
+	"k8s.io/kubernetes/plugin/pkg/admission/serviceaccount"
+)
+
+// Admission is Kubernetes' own admission plugins, run as kube-apiserver
+// runs them on every create, update (patch, apply and the status
+// subresource included) and delete: first every mutating plugin in
+// admissionOrder, then the object's defaults and the type's strategy
+// (validation), then every validating plugin in the same order, then
+// storage. Built-in objects reach the plugins in their internal version
+// (legacyscheme), as the plugins expect; custom resources as they are
+// served. A dry run is admitted like the real request, but ResourceQuota
+// charges nothing for it.
+//
+// Errors are the plugins' own: 403 Forbidden with their message (quota
+// exceeded, PodSecurity violations, a missing service account, a
+// terminating namespace), 404 for a namespace that does not exist, 422
+// for LimitRanger's min/max violations.
+
+// admissionOrder is the order kube-apiserver runs the plugins sqlkube
+// enables (its AllOrderedPlugins), whatever order a configuration names
+// them in.
+var admissionOrder = []string{
+	lifecycle.PluginName,      // NamespaceLifecycle
+	limitranger.PluginName,    // LimitRanger
+	serviceaccount.PluginName, // ServiceAccount
+	// NodeRestriction goes here (with the Node authorizer): after
+	// ServiceAccount, before PodSecurity, as upstream.
+	podsecurity.PluginName,   // PodSecurity
+	priority.PluginName,      // Priority
+	resourcequota.PluginName, // ResourceQuota, last, as upstream
+}
+
+// DefaultAdmissionPlugins are the admission plugins a server runs unless
+// Config.DisableAdmissionPlugins turns some off, in the order they run.
+func DefaultAdmissionPlugins() []string { return slices.Clone(admissionOrder) }
+
+// errUnknownAdmissionPlugin names a plugin sqlkube does not have.
+type errUnknownAdmissionPlugin string
+
+func (e errUnknownAdmissionPlugin) Error() string {
+	return fmt.Sprintf("apiserver: unknown admission plugin %q (known: %v)", string(e), admissionOrder)
+}
+
+// enabledAdmissionPlugins is admissionOrder without the disabled ones.
+func enabledAdmissionPlugins(disabled []string) ([]string, error) {
+	for _, name := range disabled {
+		if !slices.Contains(admissionOrder, name) {
+			return nil, errUnknownAdmissionPlugin(name)
+		}
+	}
+	return slices.DeleteFunc(DefaultAdmissionPlugins(), func(name string) bool { return slices.Contains(disabled, name) }), nil
+}
+
+// newAdmission builds the admission chain over the server's loopback
+// client and shared informers (requested here, so call it before the
+// informer factory starts). stop ends ResourceQuota's evaluators.
+func (s *Server) newAdmission(client kubernetes.Interface, stop <-chan struct{}) (admission.Interface, error) {
+	names, err := enabledAdmissionPlugins(s.cfg.DisableAdmissionPlugins)
+	if err != nil {
+		return nil, err
+	}
+	plugins := admission.NewPlugins()
+	plugins.Register(lifecycle.PluginName, func(io.Reader) (admission.Interface, error) {
+		// kube-node-lease too: node heartbeats depend on it.
+		return lifecycle.NewLifecycle(sets.NewString(immortalNamespaces...))
+	})
+	limitranger.Register(plugins)
+	serviceaccount.Register(plugins)
+	podsecurity.Register(plugins)
+	priority.Register(plugins)
+	resourcequota.Register(plugins)
+	initializers := admission.PluginInitializers{
+		// Dynamic client and REST mapper: none of these plugins wants one.
+		genericadmissioninitializer.New(client, nil, s.informers, s.authz, utilfeature.DefaultFeatureGate, stop, nil),
+		quotaInitializer{config: quotainstall.NewQuotaConfigurationForAdmission()},
+	}
+	chain, err := plugins.NewFromPlugins(names, noAdmissionConfig{}, initializers, nil)
+	if err != nil {
+		return nil, fmt.Errorf("apiserver: admission: %w", err)
+	}
+	return chain, nil
+}
+
+// admissionObjects are the schemes the plugins convert and default with.
+var admissionObjects = admission.NewObjectInterfacesFromScheme(legacyscheme.Scheme)
+
+// quotaInitializer gives ResourceQuota Kubernetes' quota evaluators (what
+// kube-apiserver's own initializer does). It must run after the generic
+// initializer, which sets the stop channel the evaluators need.
+type quotaInitializer struct{ config quota.Configuration }
+
+func (q quotaInitializer) Initialize(plugin admission.Interface) {
+	if wants, ok := plugin.(genericadmissioninitializer.WantsQuotaConfiguration); ok {
+		wants.SetQuotaConfiguration(q.config)
+	}
+}
+
+// noAdmissionConfig configures every plugin with its defaults (no
+// admission configuration file yet: PodSecurity defaults to privileged
+// where a namespace has no labels, ResourceQuota limits nothing by
+// default).
+type noAdmissionConfig struct{}
+
+func (noAdmissionConfig) ConfigFor(string) (io.Reader, error) { return nil, nil }

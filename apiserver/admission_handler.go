@@ -1,0 +1,152 @@
+package apiserver
+
+import (
+	"context"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apiserver/pkg/admission"
+	"k8s.io/apiserver/pkg/endpoints/request"
+	"k8s.io/apiserver/pkg/warning"
+)
+
+// admissionRequest is what a write tells admission about itself: its
+// options (CreateOptions, UpdateOptions, PatchOptions, DeleteOptions) and
+// whether it is a dry run. The verbs set it once they have decoded their
+// options.
+type admissionRequest struct {
+	options runtime.Object
+	dryRun  bool
+}
+
+// admitting records a write's options for admission.
+func (h *handler) admitting(options runtime.Object, dryRun []string) {
+	h.adm = admissionRequest{options: options, dryRun: isDryRun(dryRun)}
+}
+
+// admitMutate runs the mutating admission plugins on obj (the served
+// version; old is nil on create and delete) and returns the object they
+// made, in the served version. Without plugins obj is returned as is.
+func (h *handler) admitMutate(op admission.Operation, obj, old runtime.Object) (runtime.Object, error) {
+	mutator, ok := h.s.admission.(admission.MutationInterface)
+	if !ok || !mutator.Handles(op) {
+		return obj, nil
+	}
+	in, converted := admissionVersion(obj)
+	if err := mutator.Admit(h.admissionContext(), h.admissionAttributes(op, in, old), admissionObjects); err != nil {
+		return nil, err
+	}
+	if !converted {
+		return in, nil
+	}
+	return fromInternal(in, h.r.New)
+}
+
+// admitValidate runs the validating admission plugins on obj (the object
+// about to be stored, served version; nil for a delete).
+func (h *handler) admitValidate(op admission.Operation, obj, old runtime.Object) error {
+	validator, ok := h.s.admission.(admission.ValidationInterface)
+	if !ok || !validator.Handles(op) {
+		return nil
+	}
+	in, _ := admissionVersion(obj)
+	return validator.Validate(h.admissionContext(), h.admissionAttributes(op, in, old), admissionObjects)
+}
+
+// admissionAttributes describes the request to the plugins: the
+// resource's served kind and version, the object's name and namespace
+// (the request's for a delete), the user, the options and dry run.
+func (h *handler) admissionAttributes(op admission.Operation, obj, old runtime.Object) admission.Attributes {
+	oldIn, _ := admissionVersion(old)
+	name, namespace := h.info.Name, h.info.Namespace
+	if obj != nil {
+		if m, err := meta.Accessor(obj); err == nil {
+			name = m.GetName()
+			if h.r.Namespaced {
+				namespace = m.GetNamespace()
+			}
+		}
+	}
+	if !h.r.Namespaced {
+		namespace = ""
+	}
+	u, _ := request.UserFrom(h.ctx)
+	return admission.NewAttributesRecord(obj, oldIn, h.r.GVK, namespace, name,
+		h.r.GroupVersion().WithResource(h.r.Plural), h.info.Subresource, op, h.adm.options, h.adm.dryRun, u)
+}
+
+// admissionContext is the request's context with its warnings going to
+// the response's Warning headers (PodSecurity's warn level).
+func (h *handler) admissionContext() context.Context {
+	return warning.WithWarningRecorder(h.ctx, handlerWarnings{h})
+}
+
+type handlerWarnings struct{ h *handler }
+
+func (w handlerWarnings) AddWarning(_, text string) { w.h.warn(text) }
+
+// admissionVersion is obj as the plugins expect it: built-in types in
+// their internal version (converted reports that), custom resources and
+// types without one as they are.
+func admissionVersion(obj runtime.Object) (_ runtime.Object, converted bool) {
+	if obj == nil {
+		return nil, false
+	}
+	if _, ok := obj.(runtime.Unstructured); ok {
+		return obj, false
+	}
+	in, err := toInternal(obj)
+	if err != nil {
+		return obj, false
+	}
+	return in, true
+}
+
+// prepareCreate admits and prepares a new object: mutating admission on
+// the defaulted object, then prepareNew (system fields, the type's
+// strategy and validation), then validating admission.
+func (h *handler) prepareCreate(obj runtime.Object) (runtime.Object, error) {
+	defaultObject(obj)
+	obj, err := h.admitMutate(admission.Create, obj, nil)
+	if err != nil {
+		return nil, err
+	}
+	if obj, err = h.prepareNew(obj); err != nil {
+		return nil, err
+	}
+	if err := h.admitValidate(admission.Create, obj, nil); err != nil {
+		return nil, err
+	}
+	return obj, nil
+}
+
+// prepareUpdate admits and prepares an update of existing: mutating
+// admission on the defaulted update, then prepareChanged, then validating
+// admission. It may run more than once for one request (conflicts retry).
+func (h *handler) prepareUpdate(existing, updated runtime.Object) (runtime.Object, *uint64, error) {
+	defaultObject(updated)
+	updated, err := h.admitMutate(admission.Update, updated, existing)
+	if err != nil {
+		return nil, nil, err
+	}
+	out, ttl, err := h.prepareChanged(existing, updated)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := h.admitValidate(admission.Update, out, existing); err != nil {
+		return nil, nil, err
+	}
+	return out, ttl, nil
+}
+
+// admitDelete admits a delete (or, with no name, a deletecollection) with
+// opts: NamespaceLifecycle refuses to delete the system namespaces (403).
+// The plugins see no object, as kube-apiserver's mutating ones do.
+func (h *handler) admitDelete(opts *metav1.DeleteOptions) error {
+	h.admitting(opts, opts.DryRun)
+	if _, err := h.admitMutate(admission.Delete, nil, nil); err != nil {
+		return err
+	}
+	return h.admitValidate(admission.Delete, nil, nil)
+}
