@@ -227,7 +227,7 @@ func (h *handler) list(watching bool) error {
 	}, list); err != nil {
 		return h.fail(storeerr.InterpretListError(err, h.r.GroupResource()))
 	}
-	return h.respond(http.StatusOK, list)
+	return h.respondList(list)
 }
 
 // readBody reads the request body: 400 if it cannot be read, 413 beyond

@@ -109,6 +109,9 @@ type Server struct {
 	// token authenticator); nodeRestriction admits nodes' writes.
 	tokenReviewer   authenticator.Request
 	nodeRestriction *nodeRestriction
+	// encoded caches the JSON of listed objects, by resource
+	// (*Resource -> *encodedItems; encode_list.go).
+	encoded sync.Map
 	// crds serves the resources CustomResourceDefinitions define
 	// (crd_controller.go).
 	crds *crdController
