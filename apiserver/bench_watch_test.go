@@ -26,6 +26,10 @@ func newTLSServer(tb testing.TB) *rest.Config {
 	if err != nil {
 		tb.Fatal(err)
 	}
+	if err := api.Bootstrap(context.Background()); err != nil { // the default namespace
+		api.Close()
+		tb.Fatal(err)
+	}
 	hs := httptest.NewUnstartedServer(api.Handler())
 	hs.EnableHTTP2 = true
 	hs.StartTLS()
