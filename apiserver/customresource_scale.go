@@ -11,7 +11,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	k8sstorage "k8s.io/apiserver/pkg/storage"
 	storeerr "k8s.io/apiserver/pkg/storage/errors"
 )
@@ -22,30 +21,9 @@ import (
 // statusReplicasPath (0 when absent), status.selector from
 // labelSelectorPath (a string in selector syntax, empty when unset).
 func (h *handler) customScale() error {
-	switch h.info.Verb {
-	case "get":
-		obj := h.r.New()
-		if err := h.st.Get(h.ctx, h.key(), k8sstorage.GetOptions{}, obj); err != nil {
-			return h.fail(storeerr.InterpretGetError(err, h.r.GroupResource(), h.info.Name))
-		}
-		sc, err := h.customScaleOf(obj)
-		if err != nil {
-			return h.fail(err)
-		}
-		return encodeWith(h.c, http.StatusOK, sc, autoscalingGV, negotiated(h))
-	case "update", "patch":
-	default:
-		return h.fail(apierrors.NewMethodNotSupported(h.r.GroupResource(), h.info.Verb))
-	}
-	body, err := h.readBody()
-	if err != nil {
-		return h.fail(err)
-	}
-	var patchType types.PatchType
-	if h.info.Verb == "patch" {
-		if patchType, err = requestPatchType(h.c.Request().Header.Get("Content-Type")); err != nil {
-			return h.fail(err)
-		}
+	body, patchType, done, err := h.scaleRequest(h.customScaleOf)
+	if done {
+		return err
 	}
 	specPath := scalePath(h.r.Custom.scale.SpecReplicasPath)
 	out := h.r.New()

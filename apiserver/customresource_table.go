@@ -1,7 +1,6 @@
 package apiserver
 
 import (
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 )
@@ -21,19 +20,9 @@ func (h *handler) customTable(obj runtime.Object) (*metav1.Table, error) {
 	}
 	for i := range t.Rows {
 		row := &t.Rows[i]
-		item := row.Object.Object
-		row.Object = runtime.RawExtension{}
-		switch include {
-		case metav1.IncludeObject:
-			row.Object.Object = item
-		case metav1.IncludeMetadata:
-			m, err := meta.Accessor(item)
-			if err != nil {
-				return nil, err
-			}
-			partial := &metav1.PartialObjectMetadata{ObjectMeta: *metaOf(m)}
-			partial.APIVersion, partial.Kind = metav1.SchemeGroupVersion.String(), "PartialObjectMetadata"
-			row.Object.Object = partial
+		var err error
+		if row.Object, err = rowObject(include, row.Object.Object); err != nil {
+			return nil, err
 		}
 	}
 	return t, nil

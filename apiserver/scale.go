@@ -24,30 +24,9 @@ var autoscalingGV = autoscalingv1.SchemeGroupVersion
 // with spec.replicas: GET reads it, PUT and PATCH set spec.replicas (a
 // Scale carrying a stale resourceVersion conflicts).
 func (h *handler) scale() error {
-	switch h.info.Verb {
-	case "get":
-		obj := h.r.New()
-		if err := h.st.Get(h.ctx, h.key(), k8sstorage.GetOptions{}, obj); err != nil {
-			return h.fail(storeerr.InterpretGetError(err, h.r.GroupResource(), h.info.Name))
-		}
-		sc, err := scaleOf(obj)
-		if err != nil {
-			return h.fail(err)
-		}
-		return encodeWith(h.c, http.StatusOK, sc, autoscalingGV, negotiated(h))
-	case "update", "patch":
-	default:
-		return h.fail(apierrors.NewMethodNotSupported(h.r.GroupResource(), h.info.Verb))
-	}
-	body, err := h.readBody()
-	if err != nil {
-		return h.fail(err)
-	}
-	var patchType types.PatchType
-	if h.info.Verb == "patch" {
-		if patchType, err = requestPatchType(h.c.Request().Header.Get("Content-Type")); err != nil {
-			return h.fail(err)
-		}
+	body, patchType, done, err := h.scaleRequest(scaleOf)
+	if done {
+		return err
 	}
 	out := h.r.New()
 	err = h.st.GuaranteedUpdate(h.ctx, h.key(), out, false, nil, func(existing runtime.Object, _ k8sstorage.ResponseMeta) (runtime.Object, *uint64, error) {
@@ -165,4 +144,35 @@ func scaleOf(obj runtime.Object) (*autoscalingv1.Scale, error) {
 func negotiated(h *handler) runtime.SerializerInfo {
 	_, info := negotiate(h.c)
 	return info
+}
+
+// scaleRequest serves GET of a scale subresource (the Scale scaleOf makes
+// of the object) and refuses verbs other than update and patch (done is
+// then true and err what the handler returns); for update and patch it
+// returns the body and, for patch, its type.
+func (h *handler) scaleRequest(scaleOf func(runtime.Object) (*autoscalingv1.Scale, error)) (body []byte, patchType types.PatchType, done bool, err error) {
+	switch h.info.Verb {
+	case "get":
+		obj := h.r.New()
+		if err := h.st.Get(h.ctx, h.key(), k8sstorage.GetOptions{}, obj); err != nil {
+			return nil, "", true, h.fail(storeerr.InterpretGetError(err, h.r.GroupResource(), h.info.Name))
+		}
+		sc, err := scaleOf(obj)
+		if err != nil {
+			return nil, "", true, h.fail(err)
+		}
+		return nil, "", true, encodeWith(h.c, http.StatusOK, sc, autoscalingGV, negotiated(h))
+	case "update", "patch":
+	default:
+		return nil, "", true, h.fail(apierrors.NewMethodNotSupported(h.r.GroupResource(), h.info.Verb))
+	}
+	if body, err = h.readBody(); err != nil {
+		return nil, "", true, h.fail(err)
+	}
+	if h.info.Verb == "patch" {
+		if patchType, err = requestPatchType(h.c.Request().Header.Get("Content-Type")); err != nil {
+			return nil, "", true, h.fail(err)
+		}
+	}
+	return body, patchType, false, nil
 }

@@ -59,17 +59,9 @@ func (h *handler) table(obj runtime.Object, _ negotiation.MediaTypeOptions) (*me
 		if p.conditions != nil {
 			row.Conditions = p.conditions(item)
 		}
-		switch include {
-		case metav1.IncludeObject:
-			row.Object.Object = item
-		case metav1.IncludeMetadata:
-			m, err := meta.Accessor(item)
-			if err != nil {
-				return nil, err
-			}
-			partial := &metav1.PartialObjectMetadata{ObjectMeta: *metaOf(m)}
-			partial.APIVersion, partial.Kind = metav1.SchemeGroupVersion.String(), "PartialObjectMetadata"
-			row.Object.Object = partial
+		var err error
+		if row.Object, err = rowObject(include, item); err != nil {
+			return nil, err
 		}
 		t.Rows = append(t.Rows, row)
 	}
@@ -219,4 +211,23 @@ func int32Or(p *int32, def int32) int32 {
 		return def
 	}
 	return *p
+}
+
+// rowObject is what a table row carries of its object under
+// includeObject: nothing, its metadata (PartialObjectMetadata) or all of
+// it.
+func rowObject(include metav1.IncludeObjectPolicy, item runtime.Object) (runtime.RawExtension, error) {
+	switch include {
+	case metav1.IncludeObject:
+		return runtime.RawExtension{Object: item}, nil
+	case metav1.IncludeMetadata:
+		m, err := meta.Accessor(item)
+		if err != nil {
+			return runtime.RawExtension{}, err
+		}
+		partial := &metav1.PartialObjectMetadata{ObjectMeta: *metaOf(m)}
+		partial.APIVersion, partial.Kind = metav1.SchemeGroupVersion.String(), "PartialObjectMetadata"
+		return runtime.RawExtension{Object: partial}, nil
+	}
+	return runtime.RawExtension{}, nil
 }
