@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -30,6 +31,16 @@ func TestKubectl(t *testing.T) {
 			}
 			if out := s.mustKubectl(t, bin, "-n", ns, "get", "cm", "cfg", "-o", "yaml"); !strings.Contains(out, "color: blue") || !strings.Contains(out, "uid:") {
 				t.Fatalf("-o yaml:\n%s", out)
+			}
+			var asJSON struct {
+				Kind string            `json:"kind"`
+				Data map[string]string `json:"data"`
+			}
+			if out := s.mustKubectl(t, bin, "-n", ns, "get", "cm", "cfg", "-o", "json"); json.Unmarshal([]byte(out), &asJSON) != nil || asJSON.Kind != "ConfigMap" || asJSON.Data["color"] != "blue" {
+				t.Fatalf("-o json:\n%s", out)
+			}
+			if out := s.mustKubectl(t, bin, "-n", ns, "get", "cm", "-o", "json"); !strings.Contains(out, `"kind": "List"`) || !strings.Contains(out, `"color": "blue"`) {
+				t.Fatalf("list -o json:\n%s", out)
 			}
 			if out := s.mustKubectl(t, bin, "-n", ns, "get", "cm"); !strings.Contains(out, "NAME") || !strings.Contains(out, "DATA") {
 				t.Fatalf("table:\n%s", out)
