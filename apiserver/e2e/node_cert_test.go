@@ -36,6 +36,11 @@ func TestKubectl_NodeCertificate(t *testing.T) {
 		s.mustKubectl(t, kubectl, args...)
 	}
 	node := s.clientCertKubeconfig(t, "system:node:n1", "system:nodes")
+	// The cluster CA every pod's service-account volume carries is
+	// published in each namespace.
+	if out := s.eventually(t, s.kubeconfig, kubectl, "kube-root-ca.crt", "get", "configmap", "kube-root-ca.crt", "-o", "jsonpath={.metadata.name}"); out != "kube-root-ca.crt" {
+		t.Fatalf("kube-root-ca.crt in default: %q", out)
+	}
 
 	// The Node authorizer learns of pods through its informers: the first
 	// read may race them.

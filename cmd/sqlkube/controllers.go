@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
+	"k8s.io/kubernetes/pkg/controller/certificates/rootcacertpublisher"
 	"k8s.io/kubernetes/pkg/controller/clusterroleaggregation"
 	serviceaccountcontroller "k8s.io/kubernetes/pkg/controller/serviceaccount"
 
@@ -28,7 +29,8 @@ type controllerOptions struct {
 	// ServiceAccountKey signs the tokens of service-account token secrets
 	// (Kubernetes' tokens controller); nil: that controller does not run.
 	ServiceAccountKey crypto.Signer
-	// RootCA is the CA bundle those secrets carry (ca.crt).
+	// RootCA is the CA bundle those secrets and every namespace's
+	// kube-root-ca.crt ConfigMap carry (nil: no publisher).
 	RootCA []byte
 }
 
@@ -82,6 +84,15 @@ func runControllers(ctx context.Context, cfg *rest.Config, log zerolog.Logger, o
 		}
 		names = append(names, "serviceaccount-token")
 	}
+	var publisher *rootcacertpublisher.Publisher
+	if len(opts.RootCA) > 0 {
+		// kube-root-ca.crt in every namespace: the CA bundle that pods'
+		// projected service-account volumes carry.
+		if publisher, err = rootcacertpublisher.NewPublisher(factory.Core().V1().ConfigMaps(), factory.Core().V1().Namespaces(), cs, opts.RootCA); err != nil {
+			return nil, fmt.Errorf("controllers: %w", err)
+		}
+		names = append(names, "root-ca-cert-publisher")
+	}
 	factory.Start(ctx.Done())
 	var wg sync.WaitGroup
 	wg.Go(func() { ns.Run(ctx, 2) })
@@ -90,6 +101,9 @@ func runControllers(ctx context.Context, cfg *rest.Config, log zerolog.Logger, o
 	wg.Go(func() { quotas.Run(ctx, 2) })
 	if tokens != nil {
 		wg.Go(func() { tokens.Run(ctx, 1) })
+	}
+	if publisher != nil {
+		wg.Go(func() { publisher.Run(ctx, 1) })
 	}
 	log.Info().Strs("controllers", names).Msg("controllers started")
 	return func() {
