@@ -3,6 +3,7 @@ package apiserver_test
 import (
 	"context"
 	"errors"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	"slices"
 	"testing"
 	"time"
@@ -54,6 +55,19 @@ func TestAuthn_BootstrapTokens(t *testing.T) {
 	}
 	if _, err := boot.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n3"}}, metav1.CreateOptions{}); !apierrors.IsForbidden(err) {
 		t.Errorf("create a node with a bootstrap token: %v, want 403", err)
+	}
+	// What joining nodes do with it (ask for a client certificate) the
+	// node-bootstrapper role allows, as on kubeadm clusters.
+	err = wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		r, err := boot.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
+			Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
+				Group: "certificates.k8s.io", Resource: "certificatesigningrequests", Verb: "create",
+			}},
+		}, metav1.CreateOptions{})
+		return err == nil && r.Status.Allowed, nil
+	})
+	if err != nil {
+		t.Errorf("a bootstrap token may not create CSRs: %v", err)
 	}
 	// A wrong secret for a known ID does not authenticate.
 	if _, err := s.as(token[:7]+"0123456789abcdef").CoreV1().Pods("default").List(ctx, metav1.ListOptions{}); !apierrors.IsUnauthorized(err) {

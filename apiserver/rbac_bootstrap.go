@@ -4,10 +4,15 @@ import (
 	"context"
 	"fmt"
 
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/component-helpers/auth/rbac/reconciliation"
 	"k8s.io/kubernetes/plugin/pkg/auth/authorizer/rbac/bootstrappolicy"
+
+	"github.com/sqlkube/sqlkube/bootstraptoken"
 )
 
 // reconcileRBAC creates Kubernetes' bootstrap roles and bindings
@@ -33,6 +38,7 @@ func reconcileRBAC(ctx context.Context, cs kubernetes.Interface) error {
 		}
 	}
 	bindings := append(bootstrappolicy.ClusterRoleBindings(), bootstrappolicy.ControllerRoleBindings()...)
+	bindings = append(bindings, nodeBootstrapperBinding)
 	for i := range bindings {
 		if err := reconcile(ctx, "clusterrolebinding "+bindings[i].Name, func() error {
 			_, err := (&reconciliation.ReconcileRoleBindingOptions{
@@ -93,4 +99,18 @@ func reconcile(ctx context.Context, what string, run func() error) error {
 		return fmt.Errorf("bootstrap RBAC %s: %w", what, err)
 	}
 	return nil
+}
+
+// nodeBootstrapperBinding lets the default group of `sqlkube token
+// create` tokens do what joining nodes do with them (ask for client
+// certificates: system:node-bootstrapper), as kubeadm binds its own
+// default group, and nothing more.
+var nodeBootstrapperBinding = rbacv1.ClusterRoleBinding{
+	ObjectMeta: metav1.ObjectMeta{
+		Name:        "sqlkube:node-bootstrapper",
+		Labels:      map[string]string{"kubernetes.io/bootstrapping": "rbac-defaults"},
+		Annotations: map[string]string{rbacv1.AutoUpdateAnnotationKey: "true"},
+	},
+	RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "system:node-bootstrapper"},
+	Subjects: []rbacv1.Subject{{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: bootstraptoken.DefaultGroup}},
 }
