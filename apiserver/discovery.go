@@ -91,6 +91,12 @@ func (s *Server) resourceList(gv schema.GroupVersion) (*metav1.APIResourceList, 
 				Verbs: metav1.Verbs{"get", "patch", "update"},
 			})
 		}
+		if r.Approval {
+			list.APIResources = append(list.APIResources, metav1.APIResource{
+				Name: r.Plural + "/approval", Namespaced: r.Namespaced, Kind: r.GVK.Kind,
+				Verbs: metav1.Verbs{"get", "patch", "update"},
+			})
+		}
 	}
 	return list, len(list.APIResources) > 0
 }

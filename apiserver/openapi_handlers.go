@@ -34,6 +34,9 @@ func (s *Server) newOpenAPI() (*openapi.Builder, error) {
 		if r.Status {
 			res.Subresources = append(res.Subresources, openapi.Subresource{Name: "status", Verbs: []string{"get", "update", "patch"}})
 		}
+		if r.Approval {
+			res.Subresources = append(res.Subresources, openapi.Subresource{Name: "approval", Verbs: []string{"get", "update", "patch"}})
+		}
 		resources = append(resources, res)
 	}
 	return openapi.NewBuilder(resources, openapi.Info{Title: "Kubernetes", Version: s.cfg.Version})

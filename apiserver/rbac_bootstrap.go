@@ -38,7 +38,7 @@ func reconcileRBAC(ctx context.Context, cs kubernetes.Interface) error {
 		}
 	}
 	bindings := append(bootstrappolicy.ClusterRoleBindings(), bootstrappolicy.ControllerRoleBindings()...)
-	bindings = append(bindings, nodeBootstrapperBinding)
+	bindings = append(bindings, nodeJoinBindings()...)
 	for i := range bindings {
 		if err := reconcile(ctx, "clusterrolebinding "+bindings[i].Name, func() error {
 			_, err := (&reconciliation.ReconcileRoleBindingOptions{
@@ -101,16 +101,26 @@ func reconcile(ctx context.Context, what string, run func() error) error {
 	return nil
 }
 
-// nodeBootstrapperBinding lets the default group of `sqlkube token
-// create` tokens do what joining nodes do with them (ask for client
-// certificates: system:node-bootstrapper), as kubeadm binds its own
-// default group, and nothing more.
-var nodeBootstrapperBinding = rbacv1.ClusterRoleBinding{
-	ObjectMeta: metav1.ObjectMeta{
-		Name:        "sqlkube:node-bootstrapper",
-		Labels:      map[string]string{"kubernetes.io/bootstrapping": "rbac-defaults"},
-		Annotations: map[string]string{rbacv1.AutoUpdateAnnotationKey: "true"},
-	},
-	RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "system:node-bootstrapper"},
-	Subjects: []rbacv1.Subject{{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: bootstraptoken.DefaultGroup}},
+// nodeJoinBindings are what joining nodes need, bound as kubeadm binds
+// them: the default group of `sqlkube token create` tokens may ask for
+// client certificates (system:node-bootstrapper) and have node client
+// certificates approved automatically (nodeclient); nodes may renew their
+// own (selfnodeclient). Nothing more.
+func nodeJoinBindings() []rbacv1.ClusterRoleBinding {
+	binding := func(name, role, kind, subject string) rbacv1.ClusterRoleBinding {
+		return rbacv1.ClusterRoleBinding{
+			ObjectMeta: metav1.ObjectMeta{
+				Name:        name,
+				Labels:      map[string]string{"kubernetes.io/bootstrapping": "rbac-defaults"},
+				Annotations: map[string]string{rbacv1.AutoUpdateAnnotationKey: "true"},
+			},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
+			Subjects: []rbacv1.Subject{{Kind: kind, APIGroup: rbacv1.GroupName, Name: subject}},
+		}
+	}
+	return []rbacv1.ClusterRoleBinding{
+		binding("sqlkube:node-bootstrapper", "system:node-bootstrapper", rbacv1.GroupKind, bootstraptoken.DefaultGroup),
+		binding("sqlkube:node-autoapprove-bootstrap", "system:certificates.k8s.io:certificatesigningrequests:nodeclient", rbacv1.GroupKind, bootstraptoken.DefaultGroup),
+		binding("sqlkube:node-autoapprove-certificate-rotation", "system:certificates.k8s.io:certificatesigningrequests:selfnodeclient", rbacv1.GroupKind, "system:nodes"),
+	}
 }

@@ -44,6 +44,9 @@ type Resource struct {
 	// Status: the resource has a status subresource; updates of the main
 	// resource keep the stored status and status updates keep the rest.
 	Status bool
+	// Approval: the resource has an approval subresource (CSRs), which
+	// changes only the status' conditions.
+	Approval bool
 	// Admit defaults and validates an object about to be stored (old is
 	// nil on create, the stored object on update); it returns an API
 	// Status error (422 Invalid, say) to refuse the write.

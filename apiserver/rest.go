@@ -57,7 +57,7 @@ func (s *Server) serveResource(c echo.Context) error {
 	r, ok := s.registry.Lookup(gvr)
 	if ok && info.Subresource != "" {
 		_, ok = lookupSubresource(r, info.Subresource)
-		ok = ok || (info.Subresource == "status" && r.Status) || (info.Subresource == "scale" && r.Scale)
+		ok = ok || (info.Subresource == "status" && r.Status) || (info.Subresource == "scale" && r.Scale) || (info.Subresource == "approval" && r.Approval)
 	}
 	if !ok {
 		return writeStatus(c, apierrors.NewNotFound(schema.GroupResource{Group: info.APIGroup, Resource: info.Resource}, info.Name))
@@ -463,12 +463,13 @@ func (h *handler) prepareChanged(existing, updated runtime.Object) (_ runtime.Ob
 		newMeta.SetResourceVersion(oldMeta.GetResourceVersion())
 	}
 	defaultObject(updated)
-	if h.info.Subresource == "status" {
+	if h.info.Subresource == "status" || h.info.Subresource == "approval" {
+		// The status (an approval's strategy keeps only its conditions).
 		merged := existing.DeepCopyObject()
 		if err := copyField(updated, merged, "Status"); err != nil {
 			return nil, nil, err
 		}
-		if merged, err = h.runUpdateStrategy(true, existing, merged); err != nil {
+		if merged, err = h.runUpdateStrategy(h.info.Subresource, existing, merged); err != nil {
 			return nil, nil, err
 		}
 		if h.r.Admit != nil {
@@ -504,7 +505,7 @@ func (h *handler) prepareChanged(existing, updated runtime.Object) (_ runtime.Ob
 	if errs := validateObjectMeta(newMeta, h.r); len(errs) > 0 {
 		return nil, nil, apierrors.NewInvalid(h.r.GVK.GroupKind(), newMeta.GetName(), errs)
 	}
-	if updated, err = h.runUpdateStrategy(false, existing, updated); err != nil {
+	if updated, err = h.runUpdateStrategy("", existing, updated); err != nil {
 		return nil, nil, err
 	}
 	if err := h.checkEscalation(updated, existing); err != nil {

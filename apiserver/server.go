@@ -129,7 +129,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Version == "" {
 		cfg.Version = "v1.34.2"
 	}
-	s := &Server{cfg: cfg, registry: NewRegistry(slices.Concat(coreResources(), storageResources(), groupResources(), eventResources(), storageGroupResources(), reviewResources(), []*Resource{crdResource()})...), storages: map[*Resource]k8sstorage.Interface{}, stopping: make(chan struct{})}
+	s := &Server{cfg: cfg, registry: NewRegistry(slices.Concat(coreResources(), storageResources(), groupResources(), eventResources(), storageGroupResources(), certificateResources(), reviewResources(), []*Resource{crdResource()})...), storages: map[*Resource]k8sstorage.Interface{}, stopping: make(chan struct{})}
 	if cfg.ServiceClusterIPRange == "" {
 		cfg.ServiceClusterIPRange = DefaultServiceClusterIPRange
 	}

@@ -13,6 +13,7 @@ import (
 	// Kubernetes' internal types, their conversions and defaults.
 	_ "k8s.io/kubernetes/pkg/apis/apps/install"
 	_ "k8s.io/kubernetes/pkg/apis/batch/install"
+	_ "k8s.io/kubernetes/pkg/apis/certificates/install"
 	_ "k8s.io/kubernetes/pkg/apis/coordination/install"
 	_ "k8s.io/kubernetes/pkg/apis/core/install"
 	_ "k8s.io/kubernetes/pkg/apis/discovery/install"
@@ -29,6 +30,7 @@ import (
 	"k8s.io/kubernetes/pkg/registry/apps/statefulset"
 	"k8s.io/kubernetes/pkg/registry/batch/cronjob"
 	"k8s.io/kubernetes/pkg/registry/batch/job"
+	csr "k8s.io/kubernetes/pkg/registry/certificates/certificates"
 	"k8s.io/kubernetes/pkg/registry/coordination/lease"
 	"k8s.io/kubernetes/pkg/registry/core/configmap"
 	"k8s.io/kubernetes/pkg/registry/core/endpoint"
@@ -68,6 +70,7 @@ type Strategy interface {
 // statusStrategies those of their status subresources.
 var (
 	strategies = map[schema.GroupResource]Strategy{
+		{Group: "certificates.k8s.io", Resource: "certificatesigningrequests"}: csr.Strategy,
 		{Resource: "namespaces"}:                                              namespace.Strategy,
 		{Resource: "configmaps"}:                                              configmap.Strategy,
 		{Resource: "secrets"}:                                                 secret.Strategy,
@@ -100,7 +103,11 @@ var (
 		{Group: "storage.k8s.io", Resource: "volumeattachments"}:              volumeattachment.Strategy,
 		{Group: "storage.k8s.io", Resource: "csidrivers"}:                     csidriver.Strategy,
 	}
+	approvalStrategies = map[schema.GroupResource]rest.RESTUpdateStrategy{
+		{Group: "certificates.k8s.io", Resource: "certificatesigningrequests"}: csr.ApprovalStrategy,
+	}
 	statusStrategies = map[schema.GroupResource]rest.RESTUpdateStrategy{
+		{Group: "certificates.k8s.io", Resource: "certificatesigningrequests"}: csr.StatusStrategy,
 		{Resource: "namespaces"}:                                 namespace.StatusStrategy,
 		{Resource: "pods"}:                                       pod.StatusStrategy,
 		{Resource: "nodes"}:                                      node.StatusStrategy,
@@ -178,14 +185,20 @@ func strategyCreate(ctx context.Context, r *Resource, obj runtime.Object) (strat
 	return res, err
 }
 
-// strategyUpdate runs the resource's update strategy (its status
-// strategy for the status subresource) on updated against existing.
-func strategyUpdate(ctx context.Context, r *Resource, status bool, existing, updated runtime.Object) (strategyResult, error) {
+// strategyUpdate runs the resource's update strategy (that of its status
+// or approval subresource when subresource names one) on updated against
+// existing.
+func strategyUpdate(ctx context.Context, r *Resource, subresource string, existing, updated runtime.Object) (strategyResult, error) {
 	var st rest.RESTUpdateStrategy
-	if status {
+	switch subresource {
+	case "status":
 		st = statusStrategies[r.GroupResource()]
-	} else if s := strategies[r.GroupResource()]; s != nil {
-		st = s
+	case "approval":
+		st = approvalStrategies[r.GroupResource()]
+	default:
+		if s := strategies[r.GroupResource()]; s != nil {
+			st = s
+		}
 	}
 	if st == nil {
 		return strategyResult{obj: updated}, nil

@@ -7,10 +7,10 @@ import (
 	"k8s.io/apiserver/pkg/admission"
 )
 
-// runUpdateStrategy runs the resource's update strategy (or its status
-// strategy) and answers 422 with its field errors.
-func (h *handler) runUpdateStrategy(status bool, existing, updated runtime.Object) (runtime.Object, error) {
-	res, err := strategyUpdate(h.ctx, h.r, status, existing, updated)
+// runUpdateStrategy runs the resource's update strategy (or that of its
+// status or approval subresource) and answers 422 with its field errors.
+func (h *handler) runUpdateStrategy(subresource string, existing, updated runtime.Object) (runtime.Object, error) {
+	res, err := strategyUpdate(h.ctx, h.r, subresource, existing, updated)
 	if err != nil {
 		return nil, apierrors.NewBadRequest(err.Error())
 	}

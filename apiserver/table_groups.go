@@ -1,17 +1,18 @@
 package apiserver
 
 import (
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"strconv"
 	"strings"
 	"time"
 
+	certificatesv1 "k8s.io/api/certificates/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -80,6 +81,19 @@ func groupPrinters() []printerEntry {
 		})},
 		{&rbacv1.ClusterRole{}, printerOf(roleColumns, func(o *rbacv1.ClusterRole) []any {
 			return []any{o.Name, createdAtCell(o.CreationTimestamp)}
+		})},
+		{&certificatesv1.CertificateSigningRequest{}, printerOf([]metav1.TableColumnDefinition{nameColumn,
+			ageColumn,
+			stringColumn("SignerName", "Who is asked to sign the certificate."),
+			stringColumn("Requestor", "The user who asked for it."),
+			stringColumn("RequestedDuration", "How long the certificate is asked to last."),
+			stringColumn("Condition", "Approved, Denied, Issued, Failed or Pending."),
+		}, func(o *certificatesv1.CertificateSigningRequest) []any {
+			duration := "<none>"
+			if o.Spec.ExpirationSeconds != nil {
+				duration = (time.Duration(*o.Spec.ExpirationSeconds) * time.Second).String()
+			}
+			return []any{o.Name, translateAge(o.CreationTimestamp), o.Spec.SignerName, o.Spec.Username, duration, csrCondition(o)}
 		})},
 		// kubectl get crd: NAME, CREATED AT.
 		{&apiextensionsv1.CustomResourceDefinition{}, printerOf(roleColumns, func(o *apiextensionsv1.CustomResourceDefinition) []any {
@@ -152,4 +166,23 @@ func sliceEndpointsCell(endpoints []discoveryv1.Endpoint) string {
 		}
 	}
 	return moreCell(shown, total, "<unset>")
+}
+
+// csrCondition is kubectl's summary of a CSR's conditions
+// (Approved,Issued; Denied; Pending...).
+func csrCondition(o *certificatesv1.CertificateSigningRequest) string {
+	var parts []string
+	for _, c := range o.Status.Conditions {
+		if c.Status == corev1.ConditionFalse {
+			continue
+		}
+		parts = append(parts, string(c.Type))
+	}
+	if len(o.Status.Certificate) > 0 {
+		parts = append(parts, "Issued")
+	}
+	if len(parts) == 0 {
+		return "Pending"
+	}
+	return strings.Join(parts, ",")
 }

@@ -5,6 +5,7 @@ import (
 	"crypto"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/rs/zerolog"
 	"k8s.io/client-go/informers"
@@ -12,7 +13,9 @@ import (
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
+	"k8s.io/kubernetes/pkg/controller/certificates/approver"
 	"k8s.io/kubernetes/pkg/controller/certificates/rootcacertpublisher"
+	"k8s.io/kubernetes/pkg/controller/certificates/signer"
 	"k8s.io/kubernetes/pkg/controller/clusterroleaggregation"
 	serviceaccountcontroller "k8s.io/kubernetes/pkg/controller/serviceaccount"
 
@@ -32,7 +35,14 @@ type controllerOptions struct {
 	// RootCA is the CA bundle those secrets and every namespace's
 	// kube-root-ca.crt ConfigMap carry (nil: no publisher).
 	RootCA []byte
+	// ClientCACert and ClientCAKey are the files of the CA that signs
+	// client certificates CSRs ask for (empty: no signers).
+	ClientCACert, ClientCAKey string
 }
+
+// clientCertTTL is how long certificates signed for CSRs last (as
+// kube-controller-manager's --cluster-signing-duration).
+const clientCertTTL = 365 * 24 * time.Hour
 
 // runControllers starts the controllers `sqlkube server` runs in-process
 // (namespace, ClusterRole aggregation, service accounts and their token
@@ -93,8 +103,31 @@ func runControllers(ctx context.Context, cfg *rest.Config, log zerolog.Logger, o
 		}
 		names = append(names, "root-ca-cert-publisher")
 	}
+	var runCSRs []func()
+	if opts.ClientCACert != "" {
+		// Node client certificates: CSRs from joining nodes (bootstrap
+		// tokens) and nodes renewing are approved when RBAC lets their
+		// requester (nodeclient, selfnodeclient), then signed by the
+		// client CA, as kube-controller-manager does; other
+		// kube-apiserver-client CSRs are signed once someone approves them.
+		csrs := factory.Certificates().V1().CertificateSigningRequests()
+		approving := approver.NewCSRApprovingController(ctx, cs, csrs)
+		kubelet, err := signer.NewKubeletClientCSRSigningController(ctx, cs, csrs, opts.ClientCACert, opts.ClientCAKey, clientCertTTL)
+		if err != nil {
+			return nil, fmt.Errorf("controllers: %w", err)
+		}
+		clients, err := signer.NewKubeAPIServerClientCSRSigningController(ctx, cs, csrs, opts.ClientCACert, opts.ClientCAKey, clientCertTTL)
+		if err != nil {
+			return nil, fmt.Errorf("controllers: %w", err)
+		}
+		runCSRs = []func(){func() { approving.Run(ctx, 1) }, func() { kubelet.Run(ctx, 1) }, func() { clients.Run(ctx, 1) }}
+		names = append(names, "csrapproving", "csrsigning")
+	}
 	factory.Start(ctx.Done())
 	var wg sync.WaitGroup
+	for _, run := range runCSRs {
+		wg.Go(run)
+	}
 	wg.Go(func() { ns.Run(ctx, 2) })
 	wg.Go(func() { aggregation.Run(ctx, 1) })
 	wg.Go(func() { accounts.Run(ctx, 2) })

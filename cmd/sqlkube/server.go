@@ -364,6 +364,7 @@ func serveAPI(ctx context.Context, f *apiFlags, client *kubernetes.Client, stora
 			if ctrlOpts.RootCA, err = os.ReadFile(files.CACert); err != nil {
 				return err
 			}
+			ctrlOpts.ClientCACert, ctrlOpts.ClientCAKey = files.ClientCACert, files.ClientCAKey
 		}
 		waitControllers, err := runControllers(bgCtx, cfg, log, ctrlOpts)
 		if err != nil {
