@@ -134,6 +134,13 @@ func (a *Auditor) middleware(next echo.HandlerFunc) echo.HandlerFunc {
 		ev.Stage = auditinternal.StageResponseComplete
 		ev.StageTimestamp = metav1.NewMicroTime(time.Now())
 		ev.ResponseStatus = &metav1.Status{Code: int32(c.Response().Status)}
+		if st, ok := c.Get(statusKey).(metav1.Status); ok && st.Status == metav1.StatusFailure {
+			// As kube-apiserver logs failures: status, reason, message.
+			ev.ResponseStatus.Status, ev.ResponseStatus.Reason, ev.ResponseStatus.Message = st.Status, st.Reason, st.Message
+		}
+		if name, ok := c.Get(createdNameKey).(string); ok && ev.ObjectRef != nil && ev.ObjectRef.Name == "" {
+			ev.ObjectRef.Name = name
+		}
 		if captured != nil && captured.Len() <= maxAuditBody {
 			ev.ResponseObject = auditJSON(captured.Bytes(), c.Response().Header().Get("Content-Type"))
 		}

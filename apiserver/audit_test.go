@@ -129,7 +129,8 @@ func TestAudit_MetadataByDefault(t *testing.T) {
 	if _, err := cs.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cm"}, Data: map[string]string{"k": "body-value"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	ev := awaitEvent(t, log, isCall("create", "configmaps", ""))
+	// The created object's name is logged, though not in the URL.
+	ev := awaitEvent(t, log, isCall("create", "configmaps", "cm"))
 	if ev.Level != auditv1.LevelMetadata || ev.User.Username != "kubernetes-admin" || !slices.Contains(ev.User.Groups, "system:masters") ||
 		ev.ObjectRef.Namespace != "default" || ev.ObjectRef.APIVersion != "v1" || ev.ResponseStatus == nil || ev.ResponseStatus.Code != http.StatusCreated ||
 		!slices.Equal(ev.SourceIPs, []string{"127.0.0.1"}) || !strings.HasPrefix(ev.UserAgent, "audit-test") || ev.AuditID == "" ||
@@ -139,8 +140,9 @@ func TestAudit_MetadataByDefault(t *testing.T) {
 	if _, err := cs.CoreV1().ConfigMaps("default").Get(ctx, "missing", metav1.GetOptions{}); err == nil {
 		t.Fatal("got a missing configmap")
 	}
-	if ev := awaitEvent(t, log, isCall("get", "configmaps", "missing")); ev.ResponseStatus.Code != http.StatusNotFound {
-		t.Fatalf("get of a missing object audited with %d", ev.ResponseStatus.Code)
+	if ev := awaitEvent(t, log, isCall("get", "configmaps", "missing")); ev.ResponseStatus.Code != http.StatusNotFound ||
+		ev.ResponseStatus.Status != metav1.StatusFailure || ev.ResponseStatus.Reason != metav1.StatusReasonNotFound || !strings.Contains(ev.ResponseStatus.Message, `"missing" not found`) {
+		t.Fatalf("get of a missing object audited with %+v", ev.ResponseStatus)
 	}
 	// A bearer token sent along is never logged (headers are not).
 	req, _ := http.NewRequest(http.MethodGet, cfg.Host+"/api/v1/namespaces", nil)
@@ -181,7 +183,7 @@ func TestAudit_RequestResponsePolicyNeverLogsSecrets(t *testing.T) {
 	if _, err := cs.CoreV1().Secrets("default").Get(ctx, "db", metav1.GetOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if ev := awaitEvent(t, log, isCall("create", "secrets", "")); ev.Level != auditv1.LevelMetadata || ev.RequestObject != nil || ev.ResponseObject != nil {
+	if ev := awaitEvent(t, log, isCall("create", "secrets", "db")); ev.Level != auditv1.LevelMetadata || ev.RequestObject != nil || ev.ResponseObject != nil {
 		t.Fatalf("secret create logged at %s with bodies", ev.Level)
 	}
 	if ev := awaitEvent(t, log, isCall("get", "secrets", "db")); ev.Level != auditv1.LevelMetadata || ev.ResponseObject != nil {
@@ -191,7 +193,8 @@ func TestAudit_RequestResponsePolicyNeverLogsSecrets(t *testing.T) {
 	if _, err := cs.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cm"}, Data: map[string]string{"k": "config-body"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	ev := awaitEvent(t, log, isCall("create", "configmaps", ""))
+	// The created object's name is logged, though not in the URL.
+	ev := awaitEvent(t, log, isCall("create", "configmaps", "cm"))
 	if ev.Level != auditv1.LevelRequestResponse || ev.RequestObject == nil || ev.ResponseObject == nil ||
 		!bytes.Contains(ev.RequestObject.Raw, []byte("config-body")) || !bytes.Contains(ev.ResponseObject.Raw, []byte(`"resourceVersion"`)) {
 		t.Fatalf("configmap create at RequestResponse: %+v", ev)

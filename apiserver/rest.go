@@ -312,6 +312,7 @@ func (h *handler) create() error {
 	if m.GetName() == "" && m.GetGenerateName() != "" {
 		m.SetName(m.GetGenerateName() + utilrand.String(5))
 	}
+	h.c.Set(createdNameKey, m.GetName())
 	// Services get their cluster IP and node ports before validation, as
 	// in kube-apiserver.
 	undo, err := h.allocateService(obj)

@@ -22,6 +22,7 @@ func writeStatus(c echo.Context, err error) error {
 	if s.Code == 0 {
 		s.Code = http.StatusInternalServerError
 	}
+	c.Set(statusKey, s) // for the audit log
 	return writeObject(c, int(s.Code), &s, schema.GroupVersion{Version: "v1"})
 }
 
@@ -55,3 +56,11 @@ func reasonForCode(code int) metav1.StatusReason {
 	}
 	return metav1.StatusReasonUnknown
 }
+
+// Keys of what handlers leave in the echo context for the audit log: the
+// Status of a failed request, and the name of a created object (not in
+// the URL).
+const (
+	statusKey      = "sqlkube.status"
+	createdNameKey = "sqlkube.createdName"
+)
