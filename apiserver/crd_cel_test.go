@@ -2,6 +2,8 @@ package apiserver_test
 
 import (
 	"context"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -70,5 +72,21 @@ func TestCRD_FieldValidation(t *testing.T) {
 	_, err = widgets.Patch(ctx, "warned", "application/merge-patch+json", []byte(`{"spec":{"size":"L"}}`), metav1.PatchOptions{FieldValidation: metav1.FieldValidationStrict})
 	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.size") {
 		t.Fatalf("unknown field in a patch under Strict: %v, want 422", err)
+	}
+}
+
+// Custom resources have no protobuf encoding: such a body is 415, as in
+// Kubernetes.
+func TestCRD_ProtobufBodyUnsupported(t *testing.T) {
+	cfg := newServer(t)
+	createEstablished(t, cfg, widgetCRD())
+	resp, err := http.Post(cfg.Host+"/apis/example.com/v1/namespaces/default/widgets", "application/vnd.kubernetes.protobuf", strings.NewReader("k8s\x00junk"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusUnsupportedMediaType || !strings.Contains(string(body), `"kind":"Status"`) {
+		t.Fatalf("protobuf body for a custom resource: %d %s, want 415 with a Status", resp.StatusCode, body)
 	}
 }

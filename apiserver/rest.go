@@ -257,6 +257,9 @@ func (h *handler) decodeBody() (runtime.Object, error) {
 		mediaType = runtime.ContentTypeJSON
 	}
 	info, ok := runtime.SerializerInfoForMediaType(Codecs.SupportedMediaTypes(), strings.TrimSpace(strings.Split(mediaType, ";")[0]))
+	if h.r.Custom != nil && info.MediaType == runtime.ContentTypeProtobuf {
+		ok = false // custom resources have no protobuf encoding
+	}
 	if !ok {
 		return nil, &apierrors.StatusError{ErrStatus: metav1.Status{
 			Status: metav1.StatusFailure, Code: http.StatusUnsupportedMediaType, Reason: metav1.StatusReasonUnsupportedMediaType,
