@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -26,7 +27,7 @@ func TestKubectl(t *testing.T) {
 			if out := s.mustKubectl(t, bin, "-n", ns, "get", "cm", "cfg", "-o", "jsonpath={.data.color}"); out != "blue" {
 				t.Fatalf("jsonpath: got %q", out)
 			}
-			if out := s.mustKubectl(t, bin, "-n", ns, "get", "configmaps", "-o", "custom-columns=NAME:.metadata.name,COLOR:.data.color"); !strings.Contains(out, "cfg    blue") {
+			if out := s.mustKubectl(t, bin, "-n", ns, "get", "configmaps", "cfg", "-o", "custom-columns=NAME:.metadata.name,COLOR:.data.color"); !strings.Contains(out, "cfg    blue") {
 				t.Fatalf("custom-columns:\n%s", out)
 			}
 			if out := s.mustKubectl(t, bin, "-n", ns, "get", "cm", "cfg", "-o", "yaml"); !strings.Contains(out, "color: blue") || !strings.Contains(out, "uid:") {
@@ -51,11 +52,13 @@ func TestKubectl(t *testing.T) {
 
 			// get -w sees a change made while it watches.
 			lines := s.kubectlLines(t, bin, "-n", ns, "get", "cm", "-w", "--output-watch-events", "-o", "name")
-			if !lines.Scan() || !strings.Contains(lines.Text(), "configmap/cfg") {
-				t.Fatalf("watch did not list cfg first: %q", lines.Text())
+			// (The namespace's kube-root-ca.crt, published by a controller,
+			// may be listed or arrive at any point.)
+			if !scanUntil(lines, "configmap/cfg") {
+				t.Fatalf("watch did not list cfg: %q", lines.Text())
 			}
 			s.mustKubectl(t, bin, "-n", ns, "create", "configmap", "late")
-			if !lines.Scan() || !strings.Contains(lines.Text(), "configmap/late") {
+			if !scanUntil(lines, "configmap/late") {
 				t.Fatalf("watch did not see the new configmap: %q", lines.Text())
 			}
 
@@ -278,4 +281,15 @@ count: 1
 		t.Fatal(err)
 	}
 	return path
+}
+
+// scanUntil reads lines until one contains want (false if the stream ends,
+// or a few lines pass, without it).
+func scanUntil(lines *bufio.Scanner, want string) bool {
+	for i := 0; i < 5 && lines.Scan(); i++ {
+		if strings.Contains(lines.Text(), want) {
+			return true
+		}
+	}
+	return false
 }
