@@ -114,32 +114,8 @@ func TestAuthz_NoBindingsIsForbidden(t *testing.T) {
 func TestAuthz_NamespacedRole(t *testing.T) {
 	s := newSecuredServer(t)
 	ctx := context.Background()
-	admin := s.as("admin-token")
-	if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := admin.RbacV1().Roles("team-a").Create(ctx, &rbacv1.Role{
-		ObjectMeta: metav1.ObjectMeta{Name: "cm-reader"},
-		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list"}}},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := admin.RbacV1().RoleBindings("team-a").Create(ctx, &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "bob-reads"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "cm-reader"},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "bob"}},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	bindBobToConfigMapReader(t, s)
 	bob := s.as("bob-token")
-	// The binding reaches the authorizer through its informers.
-	err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
-		_, err := bob.CoreV1().ConfigMaps("team-a").List(ctx, metav1.ListOptions{})
-		return err == nil, nil
-	})
-	if err != nil {
-		t.Fatalf("bob never got to list configmaps in team-a: %v", err)
-	}
 	for name, call := range map[string]func() error{
 		"list configmaps in default": func() error {
 			_, err := bob.CoreV1().ConfigMaps("default").List(ctx, metav1.ListOptions{})
@@ -202,36 +178,17 @@ func TestAuthz_EscalationPrevented(t *testing.T) {
 	s := newSecuredServer(t)
 	ctx := context.Background()
 	admin := s.as("admin-token")
-	if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
 	// bob manages RBAC in team-a and may read configmaps there, nothing
 	// more; he may also bind the "view" cluster role.
-	if _, err := admin.RbacV1().Roles("team-a").Create(ctx, &rbacv1.Role{
-		ObjectMeta: metav1.ObjectMeta{Name: "rbac-manager"},
-		Rules: []rbacv1.PolicyRule{
-			{APIGroups: []string{rbacv1.GroupName}, Resources: []string{"roles", "rolebindings"}, Verbs: []string{"create", "update", "get", "list"}},
-			{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list"}},
-			{APIGroups: []string{rbacv1.GroupName}, Resources: []string{"clusterroles"}, ResourceNames: []string{"view"}, Verbs: []string{"bind"}},
-		},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := admin.RbacV1().RoleBindings("team-a").Create(ctx, &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "bob-manages"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "rbac-manager"},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "bob"}},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	bob := s.as("bob-token").RbacV1()
-	err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
-		_, err := bob.Roles("team-a").List(ctx, metav1.ListOptions{})
-		return err == nil, nil
+	grantInTeamA(t, s, "bob", "rbac-manager", []rbacv1.PolicyRule{
+		{APIGroups: []string{rbacv1.GroupName}, Resources: []string{"roles", "rolebindings"}, Verbs: []string{"create", "update", "get", "list"}},
+		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list"}},
+		{APIGroups: []string{rbacv1.GroupName}, Resources: []string{"clusterroles"}, ResourceNames: []string{"view"}, Verbs: []string{"bind"}},
+	}, func(ctx context.Context, cs kubernetes.Interface) error {
+		_, err := cs.RbacV1().Roles("team-a").List(ctx, metav1.ListOptions{})
+		return err
 	})
-	if err != nil {
-		t.Fatalf("bob never got his rights: %v", err)
-	}
+	bob := s.as("bob-token").RbacV1()
 
 	// What bob holds he may grant.
 	if _, err := bob.Roles("team-a").Create(ctx, &rbacv1.Role{
@@ -241,7 +198,7 @@ func TestAuthz_EscalationPrevented(t *testing.T) {
 		t.Errorf("a role within bob's rights: %v", err)
 	}
 	// More than he holds he may not.
-	_, err = bob.Roles("team-a").Create(ctx, &rbacv1.Role{
+	_, err := bob.Roles("team-a").Create(ctx, &rbacv1.Role{
 		ObjectMeta: metav1.ObjectMeta{Name: "secret-reader"},
 		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get"}}},
 	}, metav1.CreateOptions{})
@@ -278,4 +235,45 @@ func TestAuthz_EscalationPrevented(t *testing.T) {
 	if _, err := admin.RbacV1().Roles("team-a").Get(ctx, "secret-reader", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("refused role: %v, want 404", err)
 	}
+}
+
+// grantInTeamA creates namespace team-a, a Role of rules there and a
+// binding of it to user (whose token is USER-token), then waits until
+// probe, run as the user, succeeds: the authorizer reads bindings from
+// informers.
+func grantInTeamA(t *testing.T, s *securedServer, user, role string, rules []rbacv1.PolicyRule, probe func(context.Context, kubernetes.Interface) error) {
+	t.Helper()
+	ctx := context.Background()
+	admin := s.as("admin-token")
+	if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.RbacV1().Roles("team-a").Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: role}, Rules: rules}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.RbacV1().RoleBindings("team-a").Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: user + "-" + role},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cs := s.as(user + "-token")
+	err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		return probe(ctx, cs) == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("%s never got the rights of %s: %v", user, role, err)
+	}
+}
+
+// bindBobToConfigMapReader gives bob get/list on configmaps in team-a and
+// waits until the authorizer sees it.
+func bindBobToConfigMapReader(t *testing.T, s *securedServer) {
+	t.Helper()
+	grantInTeamA(t, s, "bob", "cm-reader", []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list"}}},
+		func(ctx context.Context, cs kubernetes.Interface) error {
+			_, err := cs.CoreV1().ConfigMaps("team-a").List(ctx, metav1.ListOptions{})
+			return err
+		})
 }
