@@ -91,7 +91,7 @@ func (a *Auditor) middleware(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		req := c.Request()
 		received := time.Now()
-		info, err := requestInfos.NewRequestInfo(req)
+		info, err := requestInfoOf(req)
 		if err != nil {
 			info = &request.RequestInfo{Path: req.URL.Path, Verb: req.Method}
 		}

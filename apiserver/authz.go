@@ -73,7 +73,7 @@ func (s *Server) authorize(next echo.HandlerFunc) echo.HandlerFunc {
 		if publicPaths[req.URL.Path] {
 			return next(c)
 		}
-		info, err := requestInfos.NewRequestInfo(req)
+		info, err := requestInfoOf(req)
 		if err != nil {
 			return writeStatus(c, apierrors.NewBadRequest(err.Error()))
 		}

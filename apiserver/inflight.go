@@ -73,7 +73,7 @@ func (l *inflightLimiter) middleware(next echo.HandlerFunc) echo.HandlerFunc {
 		if u, ok := request.UserFrom(req.Context()); ok && exemptFromLimits(u) {
 			return next(c)
 		}
-		info, err := requestInfos.NewRequestInfo(req)
+		info, err := requestInfoOf(req)
 		if err != nil {
 			return next(c) // the handler answers 400
 		}

@@ -40,10 +40,35 @@ var requestInfos = &request.RequestInfoFactory{
 	GrouplessAPIPrefixes: newStringSet("api"),
 }
 
+// withRequestInfo parses what a request asks for (verb, resource,
+// namespace, name...) once, first in the chain as kube-apiserver does;
+// authentication, audit, limits, authorization and the handlers read it
+// from the context (400 if the path cannot be parsed).
+func withRequestInfo(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		req := c.Request()
+		info, err := requestInfos.NewRequestInfo(req)
+		if err != nil {
+			return writeStatus(c, apierrors.NewBadRequest(err.Error()))
+		}
+		c.SetRequest(req.WithContext(request.WithRequestInfo(req.Context(), info)))
+		return next(c)
+	}
+}
+
+// requestInfoOf is the request's RequestInfo: withRequestInfo's, or
+// parsed here for a request that did not pass it.
+func requestInfoOf(req *http.Request) (*request.RequestInfo, error) {
+	if info, ok := request.RequestInfoFrom(req.Context()); ok {
+		return info, nil
+	}
+	return requestInfos.NewRequestInfo(req)
+}
+
 // serveResource routes /api/... and /apis/... requests: discovery
 // documents, then the REST verbs on a resource.
 func (s *Server) serveResource(c echo.Context) error {
-	info, err := requestInfos.NewRequestInfo(c.Request())
+	info, err := requestInfoOf(c.Request())
 	if err != nil {
 		return writeStatus(c, apierrors.NewBadRequest(err.Error()))
 	}
