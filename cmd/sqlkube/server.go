@@ -100,6 +100,7 @@ func loadSigner(path string) (crypto.Signer, error) {
 
 type serverFlags struct {
 	api                apiFlags
+	components         componentFlags
 	datastore          string
 	etcdListenAddress  string
 	etcdClientCertAuth bool
@@ -121,6 +122,7 @@ func newServerCommand(lf *logFlags) *cobra.Command {
 	}
 	fl := cmd.Flags()
 	addAPIFlags(fl, &f.api)
+	addComponentFlags(fl, &f.components)
 	fl.StringVar(&f.datastore, "datastore", "", "datastore DSN (default: sqlite://DATA_DIR/state.db)")
 	fl.StringVar(&f.etcdListenAddress, "etcd-listen-address", "", "also serve the etcd API here for other tools (empty: off); off this host, over TLS with client certificates generated under DATA_DIR/tls")
 	fl.BoolVar(&f.etcdClientCertAuth, "etcd-client-cert-auth", false, "require TLS client certificates on --etcd-listen-address even on a loopback address or unix socket")
@@ -209,7 +211,7 @@ func runServer(ctx context.Context, f *serverFlags, log zerolog.Logger, out io.W
 	}
 	client := storage.Local(etcd)
 	defer client.Close()
-	return serveAPI(ctx, &f.api, client, store.Describe(), start, log, out, true)
+	return serveAPI(ctx, &f.api, client, store.Describe(), start, log, out, &components{flags: &f.components})
 }
 
 // runAPIServer runs `sqlkube apiserver`.
@@ -233,7 +235,7 @@ func runAPIServer(ctx context.Context, f *apiserverFlags, log zerolog.Logger, ou
 		defer etcd.Stop(5 * time.Second)
 		client := storage.Local(etcd)
 		defer client.Close()
-		return serveAPI(ctx, &f.api, client, store.Describe(), start, log, out, false)
+		return serveAPI(ctx, &f.api, client, store.Describe(), start, log, out, nil)
 	}
 	var tlsCfg *tls.Config
 	if f.etcdCAFile != "" || f.etcdCert != "" {
@@ -258,16 +260,15 @@ func runAPIServer(ctx context.Context, f *apiserverFlags, log zerolog.Logger, ou
 		return err
 	}
 	defer client.Close()
-	return serveAPI(ctx, &f.api, client, strings.Join(f.etcdServers, ","), start, log, out, false)
+	return serveAPI(ctx, &f.api, client, strings.Join(f.etcdServers, ","), start, log, out, nil)
 }
 
 // serveAPI serves the Kubernetes API over client until ctx ends: TLS from
 // the operator's files or the generated PKI, the admin kubeconfig when the
 // PKI is ours, a clean shutdown (watches end, other requests finish). It
-// keeps the kubernetes service; withControllers also runs the in-process
-// controllers (`sqlkube server`; they need the generated admin
-// credentials).
-func serveAPI(ctx context.Context, f *apiFlags, client *kubernetes.Client, storageDesc string, start time.Time, log zerolog.Logger, out io.Writer, withControllers bool) error {
+// keeps the kubernetes service; with comps (`sqlkube server`) it also runs
+// the controller manager and the scheduler in-process.
+func serveAPI(ctx context.Context, f *apiFlags, client *kubernetes.Client, storageDesc string, start time.Time, log zerolog.Logger, out io.Writer, comps *components) error {
 	hosts := append(f.tlsSANs, f.bindAddress)
 	if ip, err := apiserver.KubernetesServiceIP(f.serviceIPs); err == nil {
 		hosts = append(hosts, ip.String()) // pods reach the API on it
@@ -355,22 +356,17 @@ func serveAPI(ctx context.Context, f *apiFlags, client *kubernetes.Client, stora
 	background.Go(func() {
 		api.RunKubernetesService(bgCtx, apiserver.KubernetesServiceOptions{Address: advertise, Port: l.Addr().(*net.TCPAddr).Port})
 	})
-	if withControllers {
-		// In-process controllers reach the API over the loopback client.
-		cfg := api.Loopback()
-		cfg.UserAgent = "sqlkube-controllers"
-		ctrlOpts := controllerOptions{ServiceAccountKey: saKey}
+	if comps != nil {
+		// In-process components reach the API over the loopback client.
+		comps.ServiceAccountKeyFile, comps.ServiceClusterIPRange = saKeyFile, f.serviceIPs
 		if ownPKI {
-			if ctrlOpts.RootCA, err = os.ReadFile(files.CACert); err != nil {
-				return err
-			}
-			ctrlOpts.ClientCACert, ctrlOpts.ClientCAKey = files.ClientCACert, files.ClientCAKey
+			comps.Files = &files
 		}
-		waitControllers, err := runControllers(bgCtx, cfg, log, ctrlOpts)
+		waitComponents, err := comps.run(bgCtx, api.Loopback(), log)
 		if err != nil {
 			return err
 		}
-		background.Go(waitControllers)
+		background.Go(waitComponents)
 	}
 	// The kubeconfig is in place before the address is announced.
 	kubeconfig := filepath.Join(f.dataDir, "kubeconfig")
