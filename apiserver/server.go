@@ -324,6 +324,7 @@ func (s *Server) routes() *echo.Echo {
 	if s.cfg.Audit != nil {
 		e.Use(s.cfg.Audit.middleware) // rejected requests (429 below) are audited too
 	}
+	e.Use(s.impersonate)
 	e.Use(newInflightLimiter(s.cfg.MaxRequestsInflight, s.cfg.MaxMutatingRequestsInflight).middleware)
 	e.Use(s.authorize)
 	for _, p := range []string{"/healthz", "/livez"} {
