@@ -122,6 +122,7 @@ func (a *Auditor) middleware(next echo.HandlerFunc) echo.HandlerFunc {
 		if longRunning {
 			c.Response().Before(func() {
 				started := *ev
+				started.ImpersonatedUser = auditUserInfo(impersonatedUser(c))
 				started.Stage = auditinternal.StageResponseStarted
 				started.StageTimestamp = metav1.NewMicroTime(time.Now())
 				started.ResponseStatus = &metav1.Status{Code: int32(c.Response().Status)}
@@ -132,6 +133,7 @@ func (a *Auditor) middleware(next echo.HandlerFunc) echo.HandlerFunc {
 			c.Error(err) // the error handler writes the Status, so its code is known
 		}
 		ev.Stage = auditinternal.StageResponseComplete
+		ev.ImpersonatedUser = auditUserInfo(impersonatedUser(c))
 		ev.StageTimestamp = metav1.NewMicroTime(time.Now())
 		ev.ResponseStatus = &metav1.Status{Code: int32(c.Response().Status)}
 		if st, ok := c.Get(statusKey).(metav1.Status); ok && st.Status == metav1.StatusFailure {
@@ -158,13 +160,7 @@ func newAuditEvent(req *http.Request, info *request.RequestInfo, u user.Info, le
 		ev.SourceIPs = append(ev.SourceIPs, ip.String())
 	}
 	if u != nil {
-		ev.User = authnv1.UserInfo{Username: u.GetName(), UID: u.GetUID(), Groups: u.GetGroups()}
-		for k, v := range u.GetExtra() {
-			if ev.User.Extra == nil {
-				ev.User.Extra = map[string]authnv1.ExtraValue{}
-			}
-			ev.User.Extra[k] = v
-		}
+		ev.User = *auditUserInfo(u)
 	}
 	if info.IsResourceRequest {
 		ev.ObjectRef = &auditinternal.ObjectReference{
@@ -173,6 +169,21 @@ func newAuditEvent(req *http.Request, info *request.RequestInfo, u user.Info, le
 		}
 	}
 	return ev
+}
+
+// auditUserInfo is u as the audit log names users (nil for nil).
+func auditUserInfo(u user.Info) *authnv1.UserInfo {
+	if u == nil {
+		return nil
+	}
+	info := &authnv1.UserInfo{Username: u.GetName(), UID: u.GetUID(), Groups: u.GetGroups()}
+	for k, v := range u.GetExtra() {
+		if info.Extra == nil {
+			info.Extra = map[string]authnv1.ExtraValue{}
+		}
+		info.Extra[k] = v
+	}
+	return info
 }
 
 // readAuditBody returns a request body as JSON (nil for an empty, too

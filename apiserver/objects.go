@@ -25,7 +25,7 @@ func newStringSet(items ...string) sets.String { return sets.NewString(items...)
 // Resources with a Kubernetes strategy are checked by it instead (with the
 // name rules of their type: RBAC names are path segments, say).
 func validateObjectMeta(m metav1.Object, r *Resource) field.ErrorList {
-	if strategies[r.GroupResource()] != nil {
+	if r.strategy() != nil {
 		return nil
 	}
 	nameFn := apimachineryvalidation.NameIsDNSSubdomain

@@ -23,6 +23,9 @@ func (s *Server) newOpenAPI() (*openapi.Builder, error) {
 		if r.CreateOnly != nil {
 			res.Verbs = []string{"create"}
 		} else {
+			if r.Computed != nil {
+				res.Verbs = []string{"get", "list"}
+			}
 			res.List = r.NewList()
 		}
 		if r.Scale {

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apiserver/pkg/registry/rest"
 )
 
 // Resource is one registry entry: a served resource, how it is stored and
@@ -64,7 +65,21 @@ type Resource struct {
 	// verb and this function answers it (the access reviews, reviews.go);
 	// any other verb is 405.
 	CreateOnly func(h *handler) error
+	// Computed, when set, also makes the resource virtual: get and list
+	// (its only verbs, as discovery says) answer with the list this
+	// function computes at request time (componentstatuses); any other
+	// verb is 405.
+	Computed func(h *handler) (runtime.Object, error)
+	// Strategy and StatusStrategy, when set, are the resource's Kubernetes
+	// strategies where they need the running server (an authorizer, a
+	// client), in place of its entries in strategies and
+	// statusStrategies.
+	Strategy       Strategy
+	StatusStrategy rest.RESTUpdateStrategy
 }
+
+// virtual reports whether nothing of the resource is stored.
+func (r *Resource) virtual() bool { return r.CreateOnly != nil || r.Computed != nil }
 
 // GroupResource returns the resource's group and plural.
 func (r *Resource) GroupResource() schema.GroupResource {

@@ -102,6 +102,9 @@ func (s *Server) serveResource(c echo.Context) error {
 	if r.CreateOnly != nil {
 		return h.serveCreateOnly() // reviews.go
 	}
+	if r.Computed != nil {
+		return h.serveComputed() // componentstatuses.go
+	}
 	if info.Subresource == "scale" {
 		if r.Custom != nil {
 			return h.customScale()
@@ -447,7 +450,7 @@ func (h *handler) prepareNew(obj runtime.Object) (runtime.Object, error) {
 	m.SetDeletionTimestamp(nil)
 	m.SetDeletionGracePeriodSeconds(nil)
 	defaultObject(obj)
-	if strategies[h.r.GroupResource()] == nil {
+	if h.r.strategy() == nil {
 		// No Kubernetes strategy: generation for types with a spec, and
 		// the resource's own preparation.
 		if hasSpec(obj) {
@@ -492,7 +495,7 @@ func (h *handler) prepareChanged(existing, updated runtime.Object) (_ runtime.Ob
 	if newMeta.GetResourceVersion() == "" {
 		// An unconditional update: allowed where Kubernetes allows it,
 		// against the object as it is now.
-		if st := strategies[h.r.GroupResource()]; st != nil && !st.AllowUnconditionalUpdate() && !h.applying {
+		if st := h.r.strategy(); st != nil && !st.AllowUnconditionalUpdate() && !h.applying {
 			return nil, nil, apierrors.NewInvalid(h.r.GVK.GroupKind(), h.info.Name, field.ErrorList{
 				field.Invalid(field.NewPath("metadata", "resourceVersion"), "", "must be specified for an update")})
 		}
@@ -535,7 +538,7 @@ func (h *handler) prepareChanged(existing, updated runtime.Object) (_ runtime.Ob
 	newMeta.SetDeletionGracePeriodSeconds(oldMeta.GetDeletionGracePeriodSeconds())
 	newMeta.SetGeneration(oldMeta.GetGeneration())
 	// Kubernetes' strategies move generation themselves.
-	if strategies[h.r.GroupResource()] == nil && specChanged(existing, updated) {
+	if h.r.strategy() == nil && specChanged(existing, updated) {
 		newMeta.SetGeneration(oldMeta.GetGeneration() + 1)
 	}
 	if errs := validateObjectMeta(newMeta, h.r); len(errs) > 0 {

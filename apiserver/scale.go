@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
@@ -131,12 +132,17 @@ func scaleOf(obj runtime.Object) (*autoscalingv1.Scale, error) {
 	if r, ok := status.FieldByName("Replicas").Interface().(int32); ok {
 		sc.Status.Replicas = r
 	}
-	if sel, ok := spec.FieldByName("Selector").Interface().(*metav1.LabelSelector); ok && sel != nil {
-		s, err := metav1.LabelSelectorAsSelector(sel)
-		if err != nil {
-			return nil, apierrors.NewInternalError(err)
+	switch sel := spec.FieldByName("Selector").Interface().(type) {
+	case *metav1.LabelSelector:
+		if sel != nil {
+			s, err := metav1.LabelSelectorAsSelector(sel)
+			if err != nil {
+				return nil, apierrors.NewInternalError(err)
+			}
+			sc.Status.Selector = s.String()
 		}
-		sc.Status.Selector = s.String()
+	case map[string]string: // replication controllers
+		sc.Status.Selector = labels.SelectorFromSet(sel).String()
 	}
 	return sc, nil
 }

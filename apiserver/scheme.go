@@ -13,6 +13,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	apiregistrationinstall "k8s.io/kube-aggregator/pkg/apis/apiregistration/install"
+	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
+	"k8s.io/kubernetes/pkg/api/legacyscheme"
 )
 
 var (
@@ -28,6 +31,10 @@ var (
 func init() {
 	utilruntime.Must(clientgoscheme.AddToScheme(Scheme))
 	utilruntime.Must(apiextensionsv1.AddToScheme(Scheme))
+	utilruntime.Must(apiregistrationv1.AddToScheme(Scheme))
+	// APIServices' internal version, for their strategies (kube-apiserver
+	// keeps it in the aggregator's own scheme).
+	apiregistrationinstall.Install(legacyscheme.Scheme)
 	metav1.AddToGroupVersion(Scheme, schema.GroupVersion{Version: "v1"})
 	utilruntime.Must(metav1.AddMetaToScheme(Scheme))
 	Codecs = serializer.NewCodecFactory(Scheme)

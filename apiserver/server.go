@@ -103,6 +103,9 @@ type Server struct {
 	informers informers.SharedInformerFactory
 	authn     authenticator.Request
 	authz     *authz
+	// client is a clientset over loopback (nil until started), for the
+	// strategies that read other objects.
+	client clientset.Interface
 	// serviceAccounts is nil without a signing key.
 	serviceAccounts *serviceAccounts
 	// tokenReviewer authenticates TokenReviews' tokens (nil without any
@@ -129,7 +132,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Version == "" {
 		cfg.Version = "v1.34.2"
 	}
-	s := &Server{cfg: cfg, registry: NewRegistry(slices.Concat(coreResources(), storageResources(), groupResources(), eventResources(), storageGroupResources(), certificateResources(), reviewResources(), []*Resource{crdResource()})...), storages: map[*Resource]k8sstorage.Interface{}, stopping: make(chan struct{})}
+	s := &Server{cfg: cfg, storages: map[*Resource]k8sstorage.Interface{}, stopping: make(chan struct{})}
+	s.registry = NewRegistry(slices.Concat(coreResources(), storageResources(), workloadResources(), groupResources(), eventResources(),
+		storageGroupResources(), s.clusterResources(), s.admissionResources(), certificateResources(), reviewResources(), []*Resource{crdResource()})...)
 	if cfg.ServiceClusterIPRange == "" {
 		cfg.ServiceClusterIPRange = DefaultServiceClusterIPRange
 	}
@@ -147,7 +152,7 @@ func New(cfg Config) (*Server, error) {
 	s.compactor = sqlstorage.NewCompactor(cfg.Client, 0)
 	s.stops = append(s.stops, s.compactor.Stop)
 	for _, r := range s.registry.Resources() {
-		if r.CreateOnly != nil {
+		if r.virtual() {
 			continue // virtual: nothing stored
 		}
 		st, err := s.newStorage(r)
@@ -187,6 +192,7 @@ func (s *Server) startAuth() error {
 	if err != nil {
 		return err
 	}
+	s.client = client
 	s.informers = informers.NewSharedInformerFactory(client, 0)
 	if s.authz, err = newAuthorizer(s.cfg.AuthorizationMode, s.informers); err != nil {
 		return err
@@ -324,6 +330,7 @@ func (s *Server) routes() *echo.Echo {
 	if s.cfg.Audit != nil {
 		e.Use(s.cfg.Audit.middleware) // rejected requests (429 below) are audited too
 	}
+	e.Use(s.impersonate)
 	e.Use(newInflightLimiter(s.cfg.MaxRequestsInflight, s.cfg.MaxMutatingRequestsInflight).middleware)
 	e.Use(s.authorize)
 	for _, p := range []string{"/healthz", "/livez"} {

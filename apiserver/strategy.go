@@ -11,23 +11,34 @@ import (
 	"k8s.io/kubernetes/pkg/api/legacyscheme"
 
 	// Kubernetes' internal types, their conversions and defaults.
+	_ "k8s.io/kubernetes/pkg/apis/admissionregistration/install"
 	_ "k8s.io/kubernetes/pkg/apis/apps/install"
+	_ "k8s.io/kubernetes/pkg/apis/authentication/install"
+	_ "k8s.io/kubernetes/pkg/apis/autoscaling/install"
 	_ "k8s.io/kubernetes/pkg/apis/batch/install"
 	_ "k8s.io/kubernetes/pkg/apis/certificates/install"
 	_ "k8s.io/kubernetes/pkg/apis/coordination/install"
 	_ "k8s.io/kubernetes/pkg/apis/core/install"
 	_ "k8s.io/kubernetes/pkg/apis/discovery/install"
 	_ "k8s.io/kubernetes/pkg/apis/events/install"
+	_ "k8s.io/kubernetes/pkg/apis/flowcontrol/install"
+	_ "k8s.io/kubernetes/pkg/apis/networking/install"
+	_ "k8s.io/kubernetes/pkg/apis/node/install"
 	_ "k8s.io/kubernetes/pkg/apis/policy/install"
 	_ "k8s.io/kubernetes/pkg/apis/rbac/install"
+	_ "k8s.io/kubernetes/pkg/apis/resource/install"
 	_ "k8s.io/kubernetes/pkg/apis/scheduling/install"
 	_ "k8s.io/kubernetes/pkg/apis/storage/install"
 
+	"k8s.io/kube-aggregator/pkg/registry/apiservice"
+	"k8s.io/kubernetes/pkg/registry/admissionregistration/mutatingwebhookconfiguration"
+	"k8s.io/kubernetes/pkg/registry/admissionregistration/validatingwebhookconfiguration"
 	"k8s.io/kubernetes/pkg/registry/apps/controllerrevision"
 	"k8s.io/kubernetes/pkg/registry/apps/daemonset"
 	"k8s.io/kubernetes/pkg/registry/apps/deployment"
 	"k8s.io/kubernetes/pkg/registry/apps/replicaset"
 	"k8s.io/kubernetes/pkg/registry/apps/statefulset"
+	"k8s.io/kubernetes/pkg/registry/autoscaling/horizontalpodautoscaler"
 	"k8s.io/kubernetes/pkg/registry/batch/cronjob"
 	"k8s.io/kubernetes/pkg/registry/batch/job"
 	csr "k8s.io/kubernetes/pkg/registry/certificates/certificates"
@@ -41,19 +52,35 @@ import (
 	"k8s.io/kubernetes/pkg/registry/core/persistentvolume"
 	"k8s.io/kubernetes/pkg/registry/core/persistentvolumeclaim"
 	"k8s.io/kubernetes/pkg/registry/core/pod"
+	"k8s.io/kubernetes/pkg/registry/core/podtemplate"
+	"k8s.io/kubernetes/pkg/registry/core/replicationcontroller"
 	"k8s.io/kubernetes/pkg/registry/core/resourcequota"
 	"k8s.io/kubernetes/pkg/registry/core/secret"
 	"k8s.io/kubernetes/pkg/registry/core/service"
 	"k8s.io/kubernetes/pkg/registry/core/serviceaccount"
 	"k8s.io/kubernetes/pkg/registry/discovery/endpointslice"
+	"k8s.io/kubernetes/pkg/registry/flowcontrol/flowschema"
+	"k8s.io/kubernetes/pkg/registry/flowcontrol/prioritylevelconfiguration"
+	"k8s.io/kubernetes/pkg/registry/networking/ingress"
+	"k8s.io/kubernetes/pkg/registry/networking/ingressclass"
+	"k8s.io/kubernetes/pkg/registry/networking/ipaddress"
+	"k8s.io/kubernetes/pkg/registry/networking/networkpolicy"
+	"k8s.io/kubernetes/pkg/registry/networking/servicecidr"
+	"k8s.io/kubernetes/pkg/registry/node/runtimeclass"
 	"k8s.io/kubernetes/pkg/registry/policy/poddisruptionbudget"
 	"k8s.io/kubernetes/pkg/registry/rbac/clusterrole"
 	"k8s.io/kubernetes/pkg/registry/rbac/clusterrolebinding"
 	"k8s.io/kubernetes/pkg/registry/rbac/role"
 	"k8s.io/kubernetes/pkg/registry/rbac/rolebinding"
+	"k8s.io/kubernetes/pkg/registry/resource/deviceclass"
+	"k8s.io/kubernetes/pkg/registry/resource/resourceslice"
 	"k8s.io/kubernetes/pkg/registry/scheduling/priorityclass"
 	"k8s.io/kubernetes/pkg/registry/storage/csidriver"
+	"k8s.io/kubernetes/pkg/registry/storage/csinode"
+	"k8s.io/kubernetes/pkg/registry/storage/csistoragecapacity"
+	"k8s.io/kubernetes/pkg/registry/storage/storageclass"
 	"k8s.io/kubernetes/pkg/registry/storage/volumeattachment"
+	"k8s.io/kubernetes/pkg/registry/storage/volumeattributesclass"
 )
 
 // Strategy is Kubernetes' own behaviour for one type on create and update
@@ -71,60 +98,95 @@ type Strategy interface {
 var (
 	strategies = map[schema.GroupResource]Strategy{
 		{Group: "certificates.k8s.io", Resource: "certificatesigningrequests"}: csr.Strategy,
-		{Resource: "namespaces"}:                                              namespace.Strategy,
-		{Resource: "configmaps"}:                                              configmap.Strategy,
-		{Resource: "secrets"}:                                                 secret.Strategy,
-		{Resource: "serviceaccounts"}:                                         serviceaccount.Strategy,
-		{Resource: "pods"}:                                                    pod.Strategy,
-		{Resource: "nodes"}:                                                   node.Strategy,
-		{Resource: "services"}:                                                service.Strategy,
-		{Resource: "endpoints"}:                                               endpoint.Strategy,
-		{Resource: "events"}:                                                  event.Strategy,
-		{Resource: "persistentvolumes"}:                                       persistentvolume.Strategy,
-		{Resource: "persistentvolumeclaims"}:                                  persistentvolumeclaim.Strategy,
-		{Resource: "limitranges"}:                                             limitrange.Strategy,
-		{Resource: "resourcequotas"}:                                          resourcequota.Strategy,
-		{Group: "apps", Resource: "deployments"}:                              deployment.Strategy,
-		{Group: "apps", Resource: "replicasets"}:                              replicaset.Strategy,
-		{Group: "apps", Resource: "statefulsets"}:                             statefulset.Strategy,
-		{Group: "apps", Resource: "daemonsets"}:                               daemonset.Strategy,
-		{Group: "apps", Resource: "controllerrevisions"}:                      controllerrevision.Strategy,
-		{Group: "batch", Resource: "jobs"}:                                    job.Strategy,
-		{Group: "batch", Resource: "cronjobs"}:                                cronjob.Strategy,
-		{Group: "coordination.k8s.io", Resource: "leases"}:                    lease.Strategy,
-		{Group: "discovery.k8s.io", Resource: "endpointslices"}:               endpointslice.Strategy,
-		{Group: "events.k8s.io", Resource: "events"}:                          event.Strategy,
-		{Group: "policy", Resource: "poddisruptionbudgets"}:                   poddisruptionbudget.Strategy,
-		{Group: "scheduling.k8s.io", Resource: "priorityclasses"}:             priorityclass.Strategy,
-		{Group: "rbac.authorization.k8s.io", Resource: "roles"}:               role.Strategy,
-		{Group: "rbac.authorization.k8s.io", Resource: "rolebindings"}:        rolebinding.Strategy,
-		{Group: "rbac.authorization.k8s.io", Resource: "clusterroles"}:        clusterrole.Strategy,
-		{Group: "rbac.authorization.k8s.io", Resource: "clusterrolebindings"}: clusterrolebinding.Strategy,
-		{Group: "storage.k8s.io", Resource: "volumeattachments"}:              volumeattachment.Strategy,
-		{Group: "storage.k8s.io", Resource: "csidrivers"}:                     csidriver.Strategy,
+		{Resource: "namespaces"}:                                                             namespace.Strategy,
+		{Resource: "configmaps"}:                                                             configmap.Strategy,
+		{Resource: "secrets"}:                                                                secret.Strategy,
+		{Resource: "serviceaccounts"}:                                                        serviceaccount.Strategy,
+		{Resource: "pods"}:                                                                   pod.Strategy,
+		{Resource: "nodes"}:                                                                  node.Strategy,
+		{Resource: "services"}:                                                               service.Strategy,
+		{Resource: "endpoints"}:                                                              endpoint.Strategy,
+		{Resource: "events"}:                                                                 event.Strategy,
+		{Resource: "persistentvolumes"}:                                                      persistentvolume.Strategy,
+		{Resource: "persistentvolumeclaims"}:                                                 persistentvolumeclaim.Strategy,
+		{Resource: "limitranges"}:                                                            limitrange.Strategy,
+		{Resource: "resourcequotas"}:                                                         resourcequota.Strategy,
+		{Group: "apps", Resource: "deployments"}:                                             deployment.Strategy,
+		{Group: "apps", Resource: "replicasets"}:                                             replicaset.Strategy,
+		{Group: "apps", Resource: "statefulsets"}:                                            statefulset.Strategy,
+		{Group: "apps", Resource: "daemonsets"}:                                              daemonset.Strategy,
+		{Group: "apps", Resource: "controllerrevisions"}:                                     controllerrevision.Strategy,
+		{Group: "batch", Resource: "jobs"}:                                                   job.Strategy,
+		{Group: "batch", Resource: "cronjobs"}:                                               cronjob.Strategy,
+		{Group: "coordination.k8s.io", Resource: "leases"}:                                   lease.Strategy,
+		{Group: "discovery.k8s.io", Resource: "endpointslices"}:                              endpointslice.Strategy,
+		{Group: "events.k8s.io", Resource: "events"}:                                         event.Strategy,
+		{Group: "policy", Resource: "poddisruptionbudgets"}:                                  poddisruptionbudget.Strategy,
+		{Group: "scheduling.k8s.io", Resource: "priorityclasses"}:                            priorityclass.Strategy,
+		{Group: "rbac.authorization.k8s.io", Resource: "roles"}:                              role.Strategy,
+		{Group: "rbac.authorization.k8s.io", Resource: "rolebindings"}:                       rolebinding.Strategy,
+		{Group: "rbac.authorization.k8s.io", Resource: "clusterroles"}:                       clusterrole.Strategy,
+		{Group: "rbac.authorization.k8s.io", Resource: "clusterrolebindings"}:                clusterrolebinding.Strategy,
+		{Group: "storage.k8s.io", Resource: "volumeattachments"}:                             volumeattachment.Strategy,
+		{Group: "storage.k8s.io", Resource: "csidrivers"}:                                    csidriver.Strategy,
+		{Resource: "replicationcontrollers"}:                                                 replicationcontroller.Strategy,
+		{Resource: "podtemplates"}:                                                           podtemplate.Strategy,
+		{Group: "autoscaling", Resource: "horizontalpodautoscalers"}:                         horizontalpodautoscaler.Strategy,
+		{Group: "node.k8s.io", Resource: "runtimeclasses"}:                                   runtimeclass.Strategy,
+		{Group: "storage.k8s.io", Resource: "storageclasses"}:                                storageclass.Strategy,
+		{Group: "storage.k8s.io", Resource: "csinodes"}:                                      csinode.Strategy,
+		{Group: "storage.k8s.io", Resource: "csistoragecapacities"}:                          csistoragecapacity.Strategy,
+		{Group: "storage.k8s.io", Resource: "volumeattributesclasses"}:                       volumeattributesclass.Strategy,
+		{Group: "networking.k8s.io", Resource: "ingresses"}:                                  ingress.Strategy,
+		{Group: "networking.k8s.io", Resource: "ingressclasses"}:                             ingressclass.Strategy,
+		{Group: "networking.k8s.io", Resource: "networkpolicies"}:                            networkpolicy.Strategy,
+		{Group: "networking.k8s.io", Resource: "ipaddresses"}:                                ipaddress.Strategy,
+		{Group: "networking.k8s.io", Resource: "servicecidrs"}:                               servicecidr.Strategy,
+		{Group: "resource.k8s.io", Resource: "deviceclasses"}:                                deviceclass.Strategy,
+		{Group: "resource.k8s.io", Resource: "resourceslices"}:                               resourceslice.Strategy,
+		{Group: "admissionregistration.k8s.io", Resource: "mutatingwebhookconfigurations"}:   mutatingwebhookconfiguration.Strategy,
+		{Group: "admissionregistration.k8s.io", Resource: "validatingwebhookconfigurations"}: validatingwebhookconfiguration.Strategy,
+		{Group: "apiregistration.k8s.io", Resource: "apiservices"}:                           apiservice.Strategy,
+		{Group: "flowcontrol.apiserver.k8s.io", Resource: "flowschemas"}:                     flowschema.Strategy,
+		{Group: "flowcontrol.apiserver.k8s.io", Resource: "prioritylevelconfigurations"}:     prioritylevelconfiguration.Strategy,
 	}
 	approvalStrategies = map[schema.GroupResource]rest.RESTUpdateStrategy{
 		{Group: "certificates.k8s.io", Resource: "certificatesigningrequests"}: csr.ApprovalStrategy,
 	}
 	statusStrategies = map[schema.GroupResource]rest.RESTUpdateStrategy{
 		{Group: "certificates.k8s.io", Resource: "certificatesigningrequests"}: csr.StatusStrategy,
-		{Resource: "namespaces"}:                                 namespace.StatusStrategy,
-		{Resource: "pods"}:                                       pod.StatusStrategy,
-		{Resource: "nodes"}:                                      node.StatusStrategy,
-		{Resource: "services"}:                                   service.StatusStrategy,
-		{Resource: "persistentvolumes"}:                          persistentvolume.StatusStrategy,
-		{Resource: "persistentvolumeclaims"}:                     persistentvolumeclaim.StatusStrategy,
-		{Resource: "resourcequotas"}:                             resourcequota.StatusStrategy,
-		{Group: "apps", Resource: "deployments"}:                 deployment.StatusStrategy,
-		{Group: "apps", Resource: "replicasets"}:                 replicaset.StatusStrategy,
-		{Group: "apps", Resource: "statefulsets"}:                statefulset.StatusStrategy,
-		{Group: "apps", Resource: "daemonsets"}:                  daemonset.StatusStrategy,
-		{Group: "batch", Resource: "jobs"}:                       job.StatusStrategy,
-		{Group: "batch", Resource: "cronjobs"}:                   cronjob.StatusStrategy,
-		{Group: "policy", Resource: "poddisruptionbudgets"}:      poddisruptionbudget.StatusStrategy,
-		{Group: "storage.k8s.io", Resource: "volumeattachments"}: volumeattachment.StatusStrategy,
+		{Resource: "namespaces"}:                                                         namespace.StatusStrategy,
+		{Resource: "pods"}:                                                               pod.StatusStrategy,
+		{Resource: "nodes"}:                                                              node.StatusStrategy,
+		{Resource: "services"}:                                                           service.StatusStrategy,
+		{Resource: "persistentvolumes"}:                                                  persistentvolume.StatusStrategy,
+		{Resource: "persistentvolumeclaims"}:                                             persistentvolumeclaim.StatusStrategy,
+		{Resource: "resourcequotas"}:                                                     resourcequota.StatusStrategy,
+		{Group: "apps", Resource: "deployments"}:                                         deployment.StatusStrategy,
+		{Group: "apps", Resource: "replicasets"}:                                         replicaset.StatusStrategy,
+		{Group: "apps", Resource: "statefulsets"}:                                        statefulset.StatusStrategy,
+		{Group: "apps", Resource: "daemonsets"}:                                          daemonset.StatusStrategy,
+		{Group: "batch", Resource: "jobs"}:                                               job.StatusStrategy,
+		{Group: "batch", Resource: "cronjobs"}:                                           cronjob.StatusStrategy,
+		{Group: "policy", Resource: "poddisruptionbudgets"}:                              poddisruptionbudget.StatusStrategy,
+		{Group: "storage.k8s.io", Resource: "volumeattachments"}:                         volumeattachment.StatusStrategy,
+		{Resource: "replicationcontrollers"}:                                             replicationcontroller.StatusStrategy,
+		{Group: "autoscaling", Resource: "horizontalpodautoscalers"}:                     horizontalpodautoscaler.StatusStrategy,
+		{Group: "networking.k8s.io", Resource: "ingresses"}:                              ingress.StatusStrategy,
+		{Group: "networking.k8s.io", Resource: "servicecidrs"}:                           servicecidr.StatusStrategy,
+		{Group: "apiregistration.k8s.io", Resource: "apiservices"}:                       apiservice.NewStatusStrategy(legacyscheme.Scheme),
+		{Group: "flowcontrol.apiserver.k8s.io", Resource: "flowschemas"}:                 flowschema.StatusStrategy,
+		{Group: "flowcontrol.apiserver.k8s.io", Resource: "prioritylevelconfigurations"}: prioritylevelconfiguration.StatusStrategy,
 	}
 )
+
+// strategy is r's Strategy, or its entry in strategies (nil if none).
+func (r *Resource) strategy() Strategy {
+	if r.Strategy != nil {
+		return r.Strategy
+	}
+	return strategies[r.GroupResource()]
+}
 
 // defaultObject sets Kubernetes' defaults on a served-version object, as
 // kube-apiserver does when it decodes one.
@@ -167,7 +229,7 @@ type strategyResult struct {
 // strategyCreate runs the resource's create strategy on obj (defaulted,
 // served version). Without a strategy obj is returned as it is.
 func strategyCreate(ctx context.Context, r *Resource, obj runtime.Object) (strategyResult, error) {
-	st := strategies[r.GroupResource()]
+	st := r.strategy()
 	if st == nil {
 		return strategyResult{obj: obj}, nil
 	}
@@ -192,11 +254,13 @@ func strategyUpdate(ctx context.Context, r *Resource, subresource string, existi
 	var st rest.RESTUpdateStrategy
 	switch subresource {
 	case "status":
-		st = statusStrategies[r.GroupResource()]
+		if st = r.StatusStrategy; st == nil {
+			st = statusStrategies[r.GroupResource()]
+		}
 	case "approval":
 		st = approvalStrategies[r.GroupResource()]
 	default:
-		if s := strategies[r.GroupResource()]; s != nil {
+		if s := r.strategy(); s != nil {
 			st = s
 		}
 	}

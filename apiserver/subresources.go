@@ -73,6 +73,9 @@ func resourceVerbs(r *Resource) metav1.Verbs {
 	if r.CreateOnly != nil {
 		return metav1.Verbs{"create"}
 	}
+	if r.Computed != nil {
+		return metav1.Verbs{"get", "list"}
+	}
 	if r.GVK.Group == "" && r.Plural == "namespaces" {
 		return metav1.Verbs{"create", "delete", "get", "list", "patch", "update", "watch"}
 	}

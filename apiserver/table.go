@@ -132,6 +132,9 @@ func printerFor(obj runtime.Object) tablePrinter {
 	if p, ok := tablePrinters[reflect.TypeOf(obj)]; ok {
 		return p
 	}
+	if p, ok := upstreamPrinter(obj); ok {
+		return p
+	}
 	return defaultPrinter
 }
 

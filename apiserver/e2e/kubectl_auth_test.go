@@ -29,6 +29,9 @@ func TestKubectl_Auth(t *testing.T) {
 	s.mustKubectl(t, admin, "-n", "e2e-auth", "create", "role", "cm-reader", "--verb=get,list", "--resource=configmaps")
 	s.mustKubectl(t, admin, "-n", "e2e-auth", "create", "rolebinding", "dev-reads", "--role=cm-reader", "--user=dev")
 	dev := s.asToken(t, "dev-token")
+	// dev may impersonate jane, and no one else.
+	s.mustKubectl(t, admin, "create", "clusterrole", "impersonate-jane", "--verb=impersonate", "--resource=users", "--resource-name=jane")
+	s.mustKubectl(t, admin, "create", "clusterrolebinding", "dev-impersonates-jane", "--clusterrole=impersonate-jane", "--user=dev")
 
 	token := strings.TrimSpace(s.sqlkube(t, "token", "create", "--ttl", "1h", "--description", "e2e"))
 	if !regexp.MustCompile(`^[a-z0-9]{6}\.[a-z0-9]{16}$`).MatchString(token) {
@@ -65,6 +68,32 @@ func TestKubectl_Auth(t *testing.T) {
 			if list := s.mustKubectlWith(t, dev, bin, "auth", "can-i", "--list", "-n", "default"); strings.Contains(list, "configmaps ") {
 				t.Errorf("can-i --list in default shows configmaps:\n%s", list)
 			}
+			// Impersonation: the admin (system:masters) may act as
+			// anyone; the answers are the impersonated user's.
+			if out, err := s.kubectl(t, bin, "auth", "can-i", "get", "pods", "--as=system:serviceaccount:default:nobody"); strings.TrimSpace(out) != "no" || err == nil {
+				t.Errorf("can-i get pods --as=system:serviceaccount:default:nobody: %q %v, want no", out, err)
+			}
+			if out, err := s.kubectl(t, bin, "auth", "can-i", "list", "configmaps", "-n", "e2e-auth", "--as=someone", "--as-group=devs"); strings.TrimSpace(out) != "no" || err == nil {
+				t.Errorf("can-i list configmaps --as=someone --as-group=devs: %q %v, want no", out, err)
+			}
+			if out := s.mustKubectl(t, bin, "auth", "can-i", "list", "configmaps", "-n", "e2e-auth", "--as=dev"); strings.TrimSpace(out) != "yes" {
+				t.Errorf("can-i list configmaps --as=dev: %q, want yes", out)
+			}
+			// dev's right to impersonate jane reaches the authorizer
+			// through informers: the first question may race it.
+			if out := s.eventually(t, dev, bin, "no", "auth", "can-i", "list", "configmaps", "-n", "e2e-auth", "--as=jane"); out != "no" {
+				t.Errorf("dev: can-i list configmaps --as=jane: %q, want no", out)
+			}
+			for _, as := range []string{"--as=joe", "--as=system:serviceaccount:default:default"} {
+				if out, err := s.kubectlWith(t, dev, bin, "auth", "can-i", "list", "configmaps", as); err == nil || !strings.Contains(out+err.Error(), `cannot impersonate resource`) {
+					t.Errorf("dev: can-i %s: %q %v, want Forbidden", as, out, err)
+				}
+			}
+			// (With discovery refused too, kubectl may not print the
+			// message, only the reason.)
+			if out, err := s.kubectlWith(t, dev, bin, "get", "configmaps", "-n", "e2e-auth", "--as=jane", "--as-group=ops"); err == nil || !strings.Contains(out+err.Error(), `Error from server (Forbidden)`) {
+				t.Errorf("dev: get configmaps --as=jane --as-group=ops: %q %v, want Forbidden", out, err)
+			}
 			// whoami is v1 (GA) from kubectl 1.28; 1.27 asks for the
 			// beta and alpha versions, which are not served.
 			if name == "kubectl-1.27" {
@@ -72,6 +101,12 @@ func TestKubectl_Auth(t *testing.T) {
 			}
 			if out := s.mustKubectlWith(t, dev, bin, "auth", "whoami", "-o", "jsonpath={.status.userInfo.username} {.status.userInfo.groups}"); out != `dev ["devs","system:authenticated"]` {
 				t.Errorf("whoami as dev: %q", out)
+			}
+			if out := s.mustKubectl(t, bin, "auth", "whoami", "--as=jane", "--as-group=devs", "-o", "jsonpath={.status.userInfo.username} {.status.userInfo.groups}"); out != `jane ["devs","system:authenticated"]` {
+				t.Errorf("whoami --as=jane --as-group=devs: %q", out)
+			}
+			if out := s.mustKubectlWith(t, dev, bin, "auth", "whoami", "--as=jane", "-o", "jsonpath={.status.userInfo.username} {.status.userInfo.groups}"); out != `jane ["system:authenticated"]` {
+				t.Errorf("dev: whoami --as=jane: %q", out)
 			}
 			if out := s.eventually(t, boot, bin, "system:bootstrap:"+token[:6], "auth", "whoami", "-o", "jsonpath={.status.userInfo.username}"); out != "system:bootstrap:"+token[:6] {
 				t.Errorf("whoami with the bootstrap token: %q", out)

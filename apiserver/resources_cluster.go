@@ -1,0 +1,67 @@
+package apiserver
+
+import (
+	networkingv1 "k8s.io/api/networking/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	storagev1beta1 "k8s.io/api/storage/v1beta1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/kubernetes/pkg/registry/resource/resourceclaim"
+	"k8s.io/kubernetes/pkg/registry/resource/resourceclaimtemplate"
+)
+
+// clusterResources are the rest of storage.k8s.io/v1 (storage classes,
+// CSI nodes and storage capacities, volume attributes classes, these
+// stored as v1beta1 as kube-apiserver 1.34 stores them),
+// networking.k8s.io/v1 and resource.k8s.io/v1, stored where
+// kube-apiserver stores them (ingresses under /ingress).
+func (s *Server) clusterResources() []*Resource {
+	st, net, res := storagev1.SchemeGroupVersion, networkingv1.SchemeGroupVersion, resourcev1.SchemeGroupVersion
+	vacStorage := storagev1beta1.SchemeGroupVersion
+	vac := resource(st.WithKind("VolumeAttributesClass"), "volumeattributesclasses", "volumeattributesclass", false, false,
+		func() runtime.Object { return &storagev1.VolumeAttributesClass{} }, func() runtime.Object { return &storagev1.VolumeAttributesClassList{} }, "vac")
+	vac.StorageVersion = &vacStorage
+	ingresses := resource(net.WithKind("Ingress"), "ingresses", "ingress", true, true,
+		func() runtime.Object { return &networkingv1.Ingress{} }, func() runtime.Object { return &networkingv1.IngressList{} }, "ing")
+	ingresses.StoragePrefix = "/ingress"
+	claims := resource(res.WithKind("ResourceClaim"), "resourceclaims", "resourceclaim", true, true,
+		func() runtime.Object { return &resourcev1.ResourceClaim{} }, func() runtime.Object { return &resourcev1.ResourceClaimList{} })
+	// The claims' strategies read namespaces (admin access needs a label).
+	claimStrategy := resourceclaim.NewStrategy(lazyNamespaces{s: s})
+	claims.Strategy, claims.StatusStrategy = claimStrategy, resourceclaim.NewStatusStrategy(claimStrategy)
+	templates := resource(res.WithKind("ResourceClaimTemplate"), "resourceclaimtemplates", "resourceclaimtemplate", true, false,
+		func() runtime.Object { return &resourcev1.ResourceClaimTemplate{} }, func() runtime.Object { return &resourcev1.ResourceClaimTemplateList{} })
+	templates.Strategy = resourceclaimtemplate.NewStrategy(lazyNamespaces{s: s})
+	slices := resource(res.WithKind("ResourceSlice"), "resourceslices", "resourceslice", false, false,
+		func() runtime.Object { return &resourcev1.ResourceSlice{} }, func() runtime.Object { return &resourcev1.ResourceSliceList{} })
+	slices.Fields = func(obj runtime.Object) fields.Set {
+		rs := obj.(*resourcev1.ResourceSlice)
+		node := ""
+		if rs.Spec.NodeName != nil {
+			node = *rs.Spec.NodeName
+		}
+		return fields.Set{"spec.nodeName": node, "spec.driver": rs.Spec.Driver}
+	}
+	return []*Resource{
+		resource(st.WithKind("StorageClass"), "storageclasses", "storageclass", false, false,
+			func() runtime.Object { return &storagev1.StorageClass{} }, func() runtime.Object { return &storagev1.StorageClassList{} }, "sc"),
+		resource(st.WithKind("CSINode"), "csinodes", "csinode", false, false,
+			func() runtime.Object { return &storagev1.CSINode{} }, func() runtime.Object { return &storagev1.CSINodeList{} }),
+		resource(st.WithKind("CSIStorageCapacity"), "csistoragecapacities", "csistoragecapacity", true, false,
+			func() runtime.Object { return &storagev1.CSIStorageCapacity{} }, func() runtime.Object { return &storagev1.CSIStorageCapacityList{} }),
+		vac,
+		ingresses,
+		resource(net.WithKind("IngressClass"), "ingressclasses", "ingressclass", false, false,
+			func() runtime.Object { return &networkingv1.IngressClass{} }, func() runtime.Object { return &networkingv1.IngressClassList{} }),
+		resource(net.WithKind("NetworkPolicy"), "networkpolicies", "networkpolicy", true, false,
+			func() runtime.Object { return &networkingv1.NetworkPolicy{} }, func() runtime.Object { return &networkingv1.NetworkPolicyList{} }, "netpol"),
+		resource(net.WithKind("IPAddress"), "ipaddresses", "ipaddress", false, false,
+			func() runtime.Object { return &networkingv1.IPAddress{} }, func() runtime.Object { return &networkingv1.IPAddressList{} }, "ip"),
+		resource(net.WithKind("ServiceCIDR"), "servicecidrs", "servicecidr", false, true,
+			func() runtime.Object { return &networkingv1.ServiceCIDR{} }, func() runtime.Object { return &networkingv1.ServiceCIDRList{} }),
+		resource(res.WithKind("DeviceClass"), "deviceclasses", "deviceclass", false, false,
+			func() runtime.Object { return &resourcev1.DeviceClass{} }, func() runtime.Object { return &resourcev1.DeviceClassList{} }),
+		claims, templates, slices,
+	}
+}
