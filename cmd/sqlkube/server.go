@@ -32,6 +32,7 @@ import (
 	"github.com/sqlkube/sqlkube/apiserver/pki"
 	"github.com/sqlkube/sqlkube/etcdshim"
 	"github.com/sqlkube/sqlkube/etcdshim/sqlstore"
+	"github.com/sqlkube/sqlkube/node/fake"
 	"github.com/sqlkube/sqlkube/storage"
 )
 
@@ -60,6 +61,8 @@ type apiFlags struct {
 	auditPolicy       string
 	// admission
 	disableAdmission []string
+	// fakeNodes simulated nodes run in-process (`sqlkube server` only).
+	fakeNodes int
 }
 
 func addAPIFlags(fl *pflag.FlagSet, f *apiFlags) {
@@ -125,6 +128,7 @@ func newServerCommand(lf *logFlags) *cobra.Command {
 	addComponentFlags(fl, &f.components)
 	fl.StringVar(&f.datastore, "datastore", "", "datastore DSN (default: sqlite://DATA_DIR/state.db)")
 	fl.StringVar(&f.etcdListenAddress, "etcd-listen-address", "", "also serve the etcd API here for other tools (empty: off); off this host, over TLS with client certificates generated under DATA_DIR/tls")
+	fl.IntVar(&f.api.fakeNodes, "fake-nodes", 0, "also run this many simulated nodes in-process (as `sqlkube node --fake`: fake-0 …)")
 	fl.BoolVar(&f.etcdClientCertAuth, "etcd-client-cert-auth", false, "require TLS client certificates on --etcd-listen-address even on a loopback address or unix socket")
 	return cmd
 }
@@ -173,6 +177,9 @@ func signalContext(ctx context.Context) (context.Context, context.CancelFunc) {
 
 // runServer runs `sqlkube server` until ctx ends or SIGINT/SIGTERM.
 func runServer(ctx context.Context, f *serverFlags, log zerolog.Logger, out io.Writer) error {
+	if f.api.fakeNodes < 0 {
+		return fmt.Errorf("--fake-nodes %d: must not be negative", f.api.fakeNodes)
+	}
 	ctx, stop := signalContext(ctx)
 	defer stop()
 	start := time.Now()
@@ -367,6 +374,16 @@ func serveAPI(ctx context.Context, f *apiFlags, client *kubernetes.Client, stora
 			return err
 		}
 		background.Go(waitComponents)
+	}
+	if comps != nil && f.fakeNodes > 0 {
+		// Simulated nodes, over the loopback client as the controllers.
+		cfg := api.Loopback()
+		cfg.UserAgent = "sqlkube-fake-node"
+		background.Go(func() {
+			if err := runFakeNodes(bgCtx, cfg, fake.Options{Count: f.fakeNodes}, log); err != nil {
+				log.Error().Err(err).Msg("simulated nodes stopped")
+			}
+		})
 	}
 	// The kubeconfig is in place before the address is announced.
 	kubeconfig := filepath.Join(f.dataDir, "kubeconfig")
