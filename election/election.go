@@ -27,8 +27,9 @@ var ErrLost = errors.New("election: leader lease lost")
 
 // Options configure one election.
 type Options struct {
-	// Config reaches the API server holding the Lease.
+	// Config reaches the API server holding the Lease (or Client, if set).
 	Config *rest.Config
+	Client kubernetes.Interface
 	// Namespace and Name name the Lease (kube-system/kube-scheduler, ...).
 	Namespace, Name string
 	// Identity is this candidate's holderIdentity (default: the host
@@ -77,9 +78,12 @@ func (o *Options) defaults() {
 // The lease is released when ctx ends, so a standby takes over at once.
 func Run(ctx context.Context, opts Options, lead func(ctx context.Context)) error {
 	opts.defaults()
-	cs, err := kubernetes.NewForConfig(rest.AddUserAgent(rest.CopyConfig(opts.Config), "leader-election"))
-	if err != nil {
-		return fmt.Errorf("election: %w", err)
+	cs := opts.Client
+	if cs == nil {
+		var err error
+		if cs, err = kubernetes.NewForConfig(rest.AddUserAgent(rest.CopyConfig(opts.Config), "leader-election")); err != nil {
+			return fmt.Errorf("election: %w", err)
+		}
 	}
 	lease := &resourcelock.LeaseLock{
 		LeaseMeta:  metav1.ObjectMeta{Namespace: opts.Namespace, Name: opts.Name},
