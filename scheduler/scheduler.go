@@ -49,6 +49,7 @@ func NewOptions() *Options {
 			o.flags.AddFlagSet(fs)
 		}
 	}
+	_ = o.flags.MarkHidden("pod-max-in-unschedulable-pods-duration")
 	return o
 }
 
@@ -79,6 +80,9 @@ func (o *Options) Set(name, value string) error {
 // file (defaulted and validated) or kube-scheduler's defaults, with the
 // leader-election and client flags applied as kube-scheduler applies them.
 func (o *Options) Config() (*schedconfig.KubeSchedulerConfiguration, error) {
+	if o.flags.Changed("pod-max-in-unschedulable-pods-duration") {
+		return nil, errors.New("scheduler: --pod-max-in-unschedulable-pods-duration (deprecated upstream) is not supported")
+	}
 	if o.ks.ConfigFile == "" {
 		cfg, err := latest.Default()
 		if err != nil {
@@ -103,6 +107,16 @@ func (o *Options) Config() (*schedconfig.KubeSchedulerConfiguration, error) {
 		return nil, fmt.Errorf("scheduler configuration: %w", err)
 	}
 	return o.ks.ComponentConfig, nil
+}
+
+// WriteConfigTo is --write-config-to: write the configuration there and
+// exit, as kube-scheduler does ("" when not given).
+func (o *Options) WriteConfigTo() string { return o.ks.WriteConfigTo }
+
+// WriteConfig writes cc (with every profile's defaults) to
+// --write-config-to.
+func (o *Options) WriteConfig(cc *schedconfig.KubeSchedulerConfiguration) error {
+	return options.LogOrWriteConfig(klog.Background(), o.ks.WriteConfigTo, cc, cc.Profiles)
 }
 
 // RESTConfig is the client configuration of a scheduler run as its own

@@ -77,6 +77,9 @@ func newSchedulerCommand(lf *logFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if o.WriteConfigTo() != "" {
+				return o.WriteConfig(sc)
+			}
 			cfg, err := o.RESTConfig(sc)
 			if err != nil {
 				return err
