@@ -79,7 +79,9 @@ func TestFakeNodes(t *testing.T) {
 	if err := os.WriteFile(tokens, []byte(`sim-token,`+fake.DefaultUser+`,sim-uid,"system:nodes"`+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	admin := startTestServer(t, "--token-auth-file", tokens)
+	// The suite binds a hand-made pod to a Job; Kubernetes' Job
+	// controller would release it (it does not match the Job's selector).
+	admin := startTestServer(t, "--token-auth-file", tokens, "--controllers=*,-job-controller")
 	ctx := context.Background()
 	ac := kubernetes.NewForConfigOrDie(admin)
 	if _, err := ac.RbacV1().ClusterRoles().Create(ctx, fake.ClusterRole(), metav1.CreateOptions{}); err != nil {

@@ -327,6 +327,9 @@ func serveAPI(ctx context.Context, f *apiFlags, client *kubernetes.Client, stora
 	}
 	defer api.Close()
 	if err := api.Bootstrap(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped (SIGTERM) while starting
+		}
 		return fmt.Errorf("bootstrap: %w", err)
 	}
 	serving, err := newReloadingCert(certFile, keyFile) // renewed certificates are served at once
