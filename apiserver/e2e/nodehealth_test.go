@@ -56,15 +56,15 @@ func podsOn(t *testing.T, s *server, ns, selector string) (live []string, all []
 
 // TestKubectl_NodeHealth: a `sqlkube node --fake` process stopped with
 // SIGTERM no longer renews its Lease; Kubernetes' node lifecycle
-// controller (grace period shortened to 15s, above the simulated nodes'
-// 10s renew interval) marks it Unknown and taints it unreachable, and the
+// controller (grace period shortened to 20s, twice the simulated nodes'
+// 10s Lease renew interval) marks it Unknown and taints it unreachable, and the
 // taint eviction controller evicts its pods after their 2s toleration;
 // their Deployment makes new ones on the node left.
 func TestKubectl_NodeHealth(t *testing.T) {
 	bin := kubectls(t)["kubectl"]
 	s := startCommand(t, t.TempDir(), "server", "--fake-nodes", "1",
 		"--kube-controller-manager-arg=--node-monitor-period=1s",
-		"--kube-controller-manager-arg=--node-monitor-grace-period=15s")
+		"--kube-controller-manager-arg=--node-monitor-grace-period=20s")
 	doomed := startSqlkube(t, "node", "--fake", "--count", "1", "--name-prefix", "doomed-", "--kubeconfig", s.kubeconfig)
 	s.waitKubectl(t, bin, "True", "get", "node", "doomed-0", "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
 	s.waitKubectl(t, bin, "serviceaccount/default", "get", "serviceaccount", "default", "-o", "name")

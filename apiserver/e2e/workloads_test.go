@@ -61,6 +61,7 @@ func TestKubectl_DeploymentRollout(t *testing.T) {
 			}
 			s.waitKubectl(t, bin, images(4, "nginx:1.27"), podImages...)
 			maxPods, minReady, created := bounds()
+			t.Logf("rollout of 4 replicas (maxSurge 1, maxUnavailable 1): at most %d pods, at least %d ready, %d created", maxPods, minReady, created)
 			if maxPods > 4+1 || minReady < 4-1 || created < 4 {
 				t.Fatalf("rollout of 4 replicas with maxSurge 1, maxUnavailable 1: up to %d pods, down to %d ready, %d created", maxPods, minReady, created)
 			}
