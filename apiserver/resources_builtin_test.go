@@ -131,7 +131,8 @@ func absPath(gvr schema.GroupVersionResource, ns string) string {
 
 // TestBuiltin_ServedSpecially: replication controllers' scale,
 // autoscaling/v1 over autoscaling/v2's objects, component statuses (get
-// and list only), the default ServiceCIDR and whoami in v1beta1.
+// and list only), the default ServiceCIDR and flow control objects, and
+// whoami in v1beta1.
 func TestBuiltin_ServedSpecially(t *testing.T) {
 	cfg := newServer(t)
 	ctx := context.Background()
@@ -190,6 +191,16 @@ func TestBuiltin_ServedSpecially(t *testing.T) {
 	cidr, err := cs.NetworkingV1().ServiceCIDRs().Get(ctx, "kubernetes", metav1.GetOptions{})
 	if err != nil || strings.Join(cidr.Spec.CIDRs, ",") != "10.96.0.0/12" || !meta.IsStatusConditionTrue(cidr.Status.Conditions, networkingv1.ServiceCIDRConditionReady) {
 		t.Fatalf("default ServiceCIDR: %+v %v", cidr, err)
+	}
+	// kube-apiserver's default flow control configuration.
+	for _, name := range []string{"exempt", "catch-all", "system-nodes", "global-default"} {
+		fs, err := cs.FlowcontrolV1().FlowSchemas().Get(ctx, name, metav1.GetOptions{})
+		if err != nil || len(fs.Status.Conditions) != 1 || fs.Status.Conditions[0].Status != "False" {
+			t.Errorf("flow schema %s: %+v %v", name, fs, err)
+		}
+	}
+	if pl, err := cs.FlowcontrolV1().PriorityLevelConfigurations().Get(ctx, "workload-low", metav1.GetOptions{}); err != nil || pl.Spec.Limited == nil {
+		t.Errorf("priority level workload-low: %+v %v", pl, err)
 	}
 	ssr, err := cs.AuthenticationV1beta1().SelfSubjectReviews().Create(ctx, &authenticationv1beta1.SelfSubjectReview{}, metav1.CreateOptions{})
 	if err != nil || ssr.Status.UserInfo.Username != "system:unsecured" {
