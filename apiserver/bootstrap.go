@@ -17,7 +17,8 @@ import (
 var systemNamespaces = []string{metav1.NamespaceDefault, metav1.NamespaceSystem, metav1.NamespacePublic, corev1.NamespaceNodeLease}
 
 // Bootstrap creates what a fresh cluster has: the system namespaces, the
-// system priority classes, the default ServiceCIDR and Kubernetes' bootstrap RBAC policy
+// system priority classes, the default ServiceCIDR, flow control's
+// default priority levels and flow schemas and Kubernetes' bootstrap RBAC policy
 // (reconciled at every start). It is idempotent.
 func (s *Server) Bootstrap(ctx context.Context) error {
 	r, _ := s.registry.Lookup(schema.GroupVersionResource{Version: "v1", Resource: "namespaces"})
@@ -40,6 +41,9 @@ func (s *Server) Bootstrap(ctx context.Context) error {
 		return err
 	}
 	if err := ensureDefaultServiceCIDR(ctx, cs, s.cfg.ServiceClusterIPRange); err != nil {
+		return err
+	}
+	if err := ensureFlowControlDefaults(ctx, cs); err != nil {
 		return err
 	}
 	return reconcileRBAC(ctx, cs)

@@ -3,6 +3,7 @@ package apiserver
 import (
 	"net/http"
 	"runtime"
+	"slices"
 	"strings"
 
 	"github.com/labstack/echo/v4"
@@ -47,7 +48,8 @@ func (s *Server) apiGroups(c echo.Context) error {
 	return writeObject(c, http.StatusOK, list, metaGV)
 }
 
-// groups returns the named API groups (not the core group).
+// groups returns the named API groups (not the core group), each with its
+// versions.
 func (s *Server) groups() []metav1.APIGroup {
 	var out []metav1.APIGroup
 	index := map[string]int{}
@@ -63,6 +65,14 @@ func (s *Server) groups() []metav1.APIGroup {
 			i = len(out) - 1
 		}
 		out[i].Versions = append(out[i].Versions, v)
+	}
+	// Versions newest first (v2, v1, v1beta1...), the first preferred, as
+	// kube-apiserver orders them.
+	for i := range out {
+		slices.SortStableFunc(out[i].Versions, func(a, b metav1.GroupVersionForDiscovery) int {
+			return -version.CompareKubeAwareVersionStrings(a.Version, b.Version)
+		})
+		out[i].PreferredVersion = out[i].Versions[0]
 	}
 	return out
 }

@@ -104,10 +104,9 @@ func (s *Server) versionDiscovery(gv schema.GroupVersion) apidiscoveryv2.APIVers
 	list, _ := s.resourceList(gv)
 	index := map[string]int{}
 	for _, r := range list.APIResources {
-		kind := &metav1.GroupVersionKind{Group: gv.Group, Version: gv.Version, Kind: r.Kind}
-		if r.Group != "" || r.Version != "" {
-			kind = &metav1.GroupVersionKind{Group: r.Group, Version: r.Version, Kind: r.Kind}
-		}
+		// As kube-apiserver: group and version are empty when they are
+		// the group-version's own (as in the legacy document).
+		kind := &metav1.GroupVersionKind{Group: r.Group, Version: r.Version, Kind: r.Kind}
 		if parent, sub, ok := strings.Cut(r.Name, "/"); ok {
 			if i, found := index[parent]; found {
 				out.Resources[i].Subresources = append(out.Resources[i].Subresources, apidiscoveryv2.APISubresourceDiscovery{

@@ -75,7 +75,7 @@ func TestDiscovery_Aggregated(t *testing.T) {
 	}
 	sort.Strings(subs)
 	if deployments.Scope != apidiscoveryv2.ScopeNamespace || deployments.ResponseKind.Kind != "Deployment" || deployments.SingularResource != "deployment" ||
-		fmt.Sprint(subs) != "[scale:autoscaling/Scale status:apps/Deployment]" || !strings.Contains(strings.Join(deployments.ShortNames, ","), "deploy") {
+		fmt.Sprint(subs) != "[scale:autoscaling/Scale status:/Deployment]" || !strings.Contains(strings.Join(deployments.ShortNames, ","), "deploy") {
 		t.Fatalf("deployments: %+v, subresources %v", deployments, subs)
 	}
 

@@ -34,6 +34,9 @@ type Resource struct {
 	// it is not the served one (events.k8s.io/v1 events are stored as
 	// core/v1 events); conversion goes through Kubernetes' internal types.
 	StorageVersion *schema.GroupVersion
+	// StorageJSON stores objects as JSON instead of protobuf, as
+	// kube-apiserver stores APIServices (and custom resources).
+	StorageJSON bool
 	// Fields returns the fields a field selector may name besides
 	// metadata.name and metadata.namespace (e.g. spec.nodeName for pods).
 	Fields func(obj runtime.Object) fields.Set

@@ -48,6 +48,8 @@ func (s *Server) admissionResources() []*Resource {
 	bindings.Strategy = validatingadmissionpolicybinding.NewStrategy(s.lazyAuthorizer(), policyGetter{s: s}, resolver.ResourceResolverFunc(s.resolveKind))
 	apiServices := resource(apiregistrationv1.SchemeGroupVersion.WithKind("APIService"), "apiservices", "apiservice", false, true,
 		func() runtime.Object { return &apiregistrationv1.APIService{} }, func() runtime.Object { return &apiregistrationv1.APIServiceList{} })
+	// Where and how the aggregator stores them: JSON, group-qualified.
+	apiServices.StoragePrefix, apiServices.StorageJSON = "/apiregistration.k8s.io/apiservices", true
 	for _, r := range []*Resource{mutating, validating, policies, bindings, apiServices} {
 		r.Categories = ext
 	}

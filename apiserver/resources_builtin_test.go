@@ -131,7 +131,8 @@ func absPath(gvr schema.GroupVersionResource, ns string) string {
 
 // TestBuiltin_ServedSpecially: replication controllers' scale,
 // autoscaling/v1 over autoscaling/v2's objects, component statuses (get
-// and list only), the default ServiceCIDR and whoami in v1beta1.
+// and list only), the default ServiceCIDR and flow control objects, and
+// whoami in v1beta1.
 func TestBuiltin_ServedSpecially(t *testing.T) {
 	cfg := newServer(t)
 	ctx := context.Background()
@@ -191,8 +192,63 @@ func TestBuiltin_ServedSpecially(t *testing.T) {
 	if err != nil || strings.Join(cidr.Spec.CIDRs, ",") != "10.96.0.0/12" || !meta.IsStatusConditionTrue(cidr.Status.Conditions, networkingv1.ServiceCIDRConditionReady) {
 		t.Fatalf("default ServiceCIDR: %+v %v", cidr, err)
 	}
+	// kube-apiserver's default flow control configuration.
+	for _, name := range []string{"exempt", "catch-all", "system-nodes", "global-default"} {
+		fs, err := cs.FlowcontrolV1().FlowSchemas().Get(ctx, name, metav1.GetOptions{})
+		if err != nil || len(fs.Status.Conditions) != 1 || fs.Status.Conditions[0].Status != "False" {
+			t.Errorf("flow schema %s: %+v %v", name, fs, err)
+		}
+	}
+	if pl, err := cs.FlowcontrolV1().PriorityLevelConfigurations().Get(ctx, "workload-low", metav1.GetOptions{}); err != nil || pl.Spec.Limited == nil {
+		t.Errorf("priority level workload-low: %+v %v", pl, err)
+	}
 	ssr, err := cs.AuthenticationV1beta1().SelfSubjectReviews().Create(ctx, &authenticationv1beta1.SelfSubjectReview{}, metav1.CreateOptions{})
 	if err != nil || ssr.Status.UserInfo.Username != "system:unsecured" {
 		t.Fatalf("whoami in v1beta1: %+v %v", ssr, err)
+	}
+}
+
+// TestBuiltin_StoredAsKubeAPIServer: objects are stored under the keys and
+// in the versions and encodings kube-apiserver v1.34.2 uses (checked
+// against one: it and sqlkube read each other's objects), so either may
+// serve a database the other wrote.
+func TestBuiltin_StoredAsKubeAPIServer(t *testing.T) {
+	cfg, etcd := newServerWithStorage(t)
+	ctx := context.Background()
+	dyn := dynamic.NewForConfigOrDie(cfg)
+	for _, tc := range []struct {
+		gvr      schema.GroupVersionResource
+		key      string
+		contains string // the stored apiVersion (protobuf) or JSON's start
+	}{
+		{schema.GroupVersionResource{Version: "v1", Resource: "replicationcontrollers"}, "/registry/controllers/default/rc1", "\x0a\x02v1"},
+		{schema.GroupVersionResource{Group: "networking.k8s.io", Version: "v1", Resource: "ingresses"}, "/registry/ingress/default/ing1", "networking.k8s.io/v1"},
+		{schema.GroupVersionResource{Group: "storage.k8s.io", Version: "v1", Resource: "volumeattributesclasses"}, "/registry/volumeattributesclasses/gold", "storage.k8s.io/v1beta1"},
+		{schema.GroupVersionResource{Group: "autoscaling", Version: "v2", Resource: "horizontalpodautoscalers"}, "/registry/horizontalpodautoscalers/default/h1", "autoscaling/v2"},
+		{schema.GroupVersionResource{Group: "resource.k8s.io", Version: "v1", Resource: "deviceclasses"}, "/registry/deviceclasses/gpu", "resource.k8s.io/v1beta2"},
+		{schema.GroupVersionResource{Group: "resource.k8s.io", Version: "v1", Resource: "resourceclaims"}, "/registry/resourceclaims/default/claim1", "resource.k8s.io/v1beta2"},
+		{schema.GroupVersionResource{Group: "apiregistration.k8s.io", Version: "v1", Resource: "apiservices"}, "/registry/apiregistration.k8s.io/apiservices/v1beta1.metrics.k8s.io",
+			`{"kind":"APIService","apiVersion":"apiregistration.k8s.io/v1"`},
+	} {
+		t.Run(tc.gvr.Resource, func(t *testing.T) {
+			obj := &unstructured.Unstructured{}
+			if err := json.Unmarshal([]byte(builtinObjects[tc.gvr]), &obj.Object); err != nil {
+				t.Fatal(err)
+			}
+			ri := dynamic.ResourceInterface(dyn.Resource(tc.gvr))
+			if ns := obj.GetNamespace(); ns != "" {
+				ri = dyn.Resource(tc.gvr).Namespace(ns)
+			}
+			if _, err := ri.Create(ctx, obj, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			resp, err := etcd.KV.Get(ctx, tc.key)
+			if err != nil || len(resp.Kvs) != 1 {
+				t.Fatalf("get %s: %v (%d keys)", tc.key, err, len(resp.Kvs))
+			}
+			if v := string(resp.Kvs[0].Value); !strings.Contains(v, tc.contains) {
+				t.Errorf("%s holds %q, want %q in it", tc.key, v[:min(len(v), 80)], tc.contains)
+			}
+		})
 	}
 }

@@ -3,6 +3,7 @@ package apiserver
 import (
 	networkingv1 "k8s.io/api/networking/v1"
 	resourcev1 "k8s.io/api/resource/v1"
+	resourcev1beta2 "k8s.io/api/resource/v1beta2"
 	storagev1 "k8s.io/api/storage/v1"
 	storagev1beta1 "k8s.io/api/storage/v1beta1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -12,10 +13,10 @@ import (
 )
 
 // clusterResources are the rest of storage.k8s.io/v1 (storage classes,
-// CSI nodes and storage capacities, volume attributes classes, these
-// stored as v1beta1 as kube-apiserver 1.34 stores them),
-// networking.k8s.io/v1 and resource.k8s.io/v1, stored where
-// kube-apiserver stores them (ingresses under /ingress).
+// CSI nodes and storage capacities, volume attributes classes),
+// networking.k8s.io/v1 and resource.k8s.io/v1, stored where and in the
+// version kube-apiserver 1.34 stores them (ingresses under /ingress;
+// volume attributes classes as v1beta1, resource.k8s.io as v1beta2).
 func (s *Server) clusterResources() []*Resource {
 	st, net, res := storagev1.SchemeGroupVersion, networkingv1.SchemeGroupVersion, resourcev1.SchemeGroupVersion
 	vacStorage := storagev1beta1.SchemeGroupVersion
@@ -43,6 +44,15 @@ func (s *Server) clusterResources() []*Resource {
 		}
 		return fields.Set{"spec.nodeName": node, "spec.driver": rs.Spec.Driver}
 	}
+	// kube-apiserver 1.34 stores resource.k8s.io in v1beta2, which 1.33
+	// reads (v1 is new in 1.34).
+	resStorage := resourcev1beta2.SchemeGroupVersion
+	for _, r := range []*Resource{claims, templates, slices} {
+		r.StorageVersion = &resStorage
+	}
+	deviceClasses := resource(res.WithKind("DeviceClass"), "deviceclasses", "deviceclass", false, false,
+		func() runtime.Object { return &resourcev1.DeviceClass{} }, func() runtime.Object { return &resourcev1.DeviceClassList{} })
+	deviceClasses.StorageVersion = &resStorage
 	return []*Resource{
 		resource(st.WithKind("StorageClass"), "storageclasses", "storageclass", false, false,
 			func() runtime.Object { return &storagev1.StorageClass{} }, func() runtime.Object { return &storagev1.StorageClassList{} }, "sc"),
@@ -60,8 +70,6 @@ func (s *Server) clusterResources() []*Resource {
 			func() runtime.Object { return &networkingv1.IPAddress{} }, func() runtime.Object { return &networkingv1.IPAddressList{} }, "ip"),
 		resource(net.WithKind("ServiceCIDR"), "servicecidrs", "servicecidr", false, true,
 			func() runtime.Object { return &networkingv1.ServiceCIDR{} }, func() runtime.Object { return &networkingv1.ServiceCIDRList{} }),
-		resource(res.WithKind("DeviceClass"), "deviceclasses", "deviceclass", false, false,
-			func() runtime.Object { return &resourcev1.DeviceClass{} }, func() runtime.Object { return &resourcev1.DeviceClassList{} }),
-		claims, templates, slices,
+		deviceClasses, claims, templates, slices,
 	}
 }

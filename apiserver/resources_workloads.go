@@ -1,7 +1,6 @@
 package apiserver
 
 import (
-	authenticationv1alpha1 "k8s.io/api/authentication/v1alpha1"
 	authenticationv1beta1 "k8s.io/api/authentication/v1beta1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
@@ -16,7 +15,8 @@ import (
 // +scale), pod templates and component statuses, autoscaling's
 // horizontal pod autoscalers (v2, and v1 over the same objects, stored as
 // v2 as kube-apiserver stores them), node.k8s.io's runtime classes, and
-// the older versions of SelfSubjectReview that kubectl 1.27 asks for.
+// SelfSubjectReview in v1beta1, which kubectl 1.27 asks for (kube-apiserver
+// 1.34 no longer serves it by default: v1 only; nor v1alpha1).
 func workloadResources() []*Resource {
 	core := corev1.SchemeGroupVersion
 	rc := &Resource{
@@ -54,7 +54,5 @@ func workloadResources() []*Resource {
 		rc, podTemplates, componentStatusesResource(), hpa, hpaV1, runtimeClasses,
 		whoami(&Resource{GVK: authenticationv1beta1.SchemeGroupVersion.WithKind("SelfSubjectReview"), Plural: "selfsubjectreviews", Singular: "selfsubjectreview",
 			New: func() runtime.Object { return &authenticationv1beta1.SelfSubjectReview{} }}),
-		whoami(&Resource{GVK: authenticationv1alpha1.SchemeGroupVersion.WithKind("SelfSubjectReview"), Plural: "selfsubjectreviews", Singular: "selfsubjectreview",
-			New: func() runtime.Object { return &authenticationv1alpha1.SelfSubjectReview{} }}),
 	}
 }

@@ -252,8 +252,8 @@ var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); retu
 func (s *Server) Loopback() *rest.Config { return rest.CopyConfig(s.loopback) }
 
 // newStorage builds a resource's store (protobuf under /registry, as
-// kube-apiserver stores built-in types) and its watch cache, stopped by
-// Close and counted by /readyz.
+// kube-apiserver stores built-in types, or JSON where it uses JSON) and
+// its watch cache, stopped by Close and counted by /readyz.
 func (s *Server) newStorage(r *Resource) (k8sstorage.Interface, error) {
 	st, stop, ready, err := s.openStorage(r)
 	if err != nil {
@@ -267,8 +267,12 @@ func (s *Server) newStorage(r *Resource) (k8sstorage.Interface, error) {
 // openStorage builds a resource's store and watch cache; the caller stops
 // them (custom resources' come and go with their CRDs).
 func (s *Server) openStorage(r *Resource) (st k8sstorage.Interface, stop func(), ready func() bool, err error) {
+	mediaType := runtime.ContentTypeProtobuf
+	if r.StorageJSON {
+		mediaType = runtime.ContentTypeJSON
+	}
 	codec, _, err := storage.NewStorageCodec(storage.StorageCodecConfig{
-		StorageMediaType: runtime.ContentTypeProtobuf, StorageSerializer: Codecs,
+		StorageMediaType: mediaType, StorageSerializer: Codecs,
 		StorageVersion: r.GroupVersion(), MemoryVersion: r.GroupVersion(),
 	})
 	if r.StorageVersion != nil {

@@ -94,11 +94,8 @@ func TestKubectl_Auth(t *testing.T) {
 			if out, err := s.kubectlWith(t, dev, bin, "get", "configmaps", "-n", "e2e-auth", "--as=jane", "--as-group=ops"); err == nil || !strings.Contains(out+err.Error(), `Error from server (Forbidden)`) {
 				t.Errorf("dev: get configmaps --as=jane --as-group=ops: %q %v, want Forbidden", out, err)
 			}
-			// whoami is v1 (GA) from kubectl 1.28; 1.27 asks for the
-			// beta and alpha versions, which are not served.
-			if name == "kubectl-1.27" {
-				return
-			}
+			// whoami is v1 (GA) from kubectl 1.28; 1.27 asks for
+			// v1beta1, served too.
 			if out := s.mustKubectlWith(t, dev, bin, "auth", "whoami", "-o", "jsonpath={.status.userInfo.username} {.status.userInfo.groups}"); out != `dev ["devs","system:authenticated"]` {
 				t.Errorf("whoami as dev: %q", out)
 			}

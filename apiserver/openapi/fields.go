@@ -3,9 +3,11 @@ package openapi
 import (
 	"reflect"
 	"strings"
+	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/kube-openapi/pkg/validation/spec"
+	generatedopenapi "k8s.io/kubernetes/pkg/generated/openapi"
 )
 
 var typeMetaType = reflect.TypeFor[metav1.TypeMeta]()
@@ -15,6 +17,20 @@ var typeMetaType = reflect.TypeFor[metav1.TypeMeta]()
 var kindOptionalFields = map[string]bool{
 	"apiVersion": true, "kind": true, "metadata": true, "spec": true, "status": true,
 }
+
+// upstreamRequired is the required fields of each type kube-apiserver
+// publishes, by Go type ("k8s.io/api/core/v1.PodSpec"): which fields are
+// required is written in comments (+optional), which reflection cannot
+// read; the json tags' omitempty (what structSchema goes by otherwise)
+// says only how a field is encoded.
+var upstreamRequired = sync.OnceValue(func() map[string][]string {
+	defs := generatedopenapi.GetOpenAPIDefinitions(func(string) spec.Ref { return spec.Ref{} })
+	out := make(map[string][]string, len(defs))
+	for name, def := range defs {
+		out[name] = def.Schema.Required
+	}
+	return out
+})
 
 // structSchema returns the object schema of struct type t. owner is the name
 // of the definition the properties belong to (used for override look-ups).
@@ -27,6 +43,10 @@ func (g *schemaGen) structSchema(owner string, t reflect.Type) (spec.Schema, err
 	}
 	if len(props) > 0 {
 		s.Properties = props
+	}
+	if req, ok := upstreamRequired()[t.PkgPath()+"."+t.Name()]; ok {
+		s.Required = req
+		return s, nil
 	}
 	isKind := embedsTypeMeta(t)
 	for _, name := range required {

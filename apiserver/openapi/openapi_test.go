@@ -330,6 +330,12 @@ func TestDescriptions(t *testing.T) {
 	if req := pod.Required; len(req) != 0 {
 		t.Errorf("Pod required = %v", req)
 	}
+	// Which fields are required is upstream's (+optional comments), not
+	// what omitempty suggests: DeploymentSpec.selector is a pointer and
+	// required.
+	if req := defs["io.k8s.api.apps.v1.DeploymentSpec"].Required; fmt.Sprint(req) != "[selector template]" {
+		t.Errorf("DeploymentSpec required = %v, want kube-apiserver's [selector template]", req)
+	}
 	if !hasGVK(defs["io.k8s.apimachinery.pkg.apis.meta.v1.DeleteOptions"].Extensions[extGVK], schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "DeleteOptions"}) {
 		t.Error("DeleteOptions lacks the apps/v1 GVK")
 	}
