@@ -144,6 +144,14 @@ func waitNodeReady(t *testing.T, cs kubernetes.Interface, name string) {
 // after schedWait.
 func poll(t *testing.T, what string, cond func(context.Context) (bool, error)) {
 	t.Helper()
+	if err := pollErr(cond); err != nil {
+		t.Fatalf("waiting for %s: %v", what, err)
+	}
+}
+
+// pollErr calls cond every 100 ms until it is true, an error other than
+// NotFound or Conflict, or schedWait has passed.
+func pollErr(cond func(context.Context) (bool, error)) error {
 	ctx, cancel := context.WithTimeout(context.Background(), schedWait)
 	defer cancel()
 	var last error
@@ -158,15 +166,18 @@ func poll(t *testing.T, what string, cond func(context.Context) (bool, error)) {
 		}
 		return ok, nil
 	})
-	if err != nil {
-		t.Fatalf("waiting for %s: %v (last: %v)", what, err, last)
+	if err != nil && last != nil {
+		return fmt.Errorf("%w (last: %v)", err, last)
 	}
+	return err
 }
 
 // clientset is an admin client of s.
 func (s *server) clientset(t *testing.T) *kubernetes.Clientset {
 	t.Helper()
-	cs, err := kubernetes.NewForConfig(s.restConfig(t, s.kubeconfig))
+	cfg := s.restConfig(t, s.kubeconfig)
+	cfg.QPS, cfg.Burst = 200, 400 // the tests poll
+	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,12 +256,15 @@ func waitScheduled(t *testing.T, cs kubernetes.Interface, ns, name string) strin
 func waitFailedScheduling(t *testing.T, cs kubernetes.Interface, ns, name string, re *regexp.Regexp) string {
 	t.Helper()
 	var msg string
-	poll(t, "pod "+ns+"/"+name+" FailedScheduling "+re.String(), func(ctx context.Context) (bool, error) {
+	var seen []string
+	err := pollErr(func(ctx context.Context) (bool, error) {
 		evs, err := podEvents(ctx, cs, ns, name, "FailedScheduling")
 		if err != nil {
 			return false, err
 		}
+		seen = seen[:0]
 		for _, e := range evs {
+			seen = append(seen, e.Message)
 			if msg = e.Message; re.MatchString(msg) {
 				p, err := cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
 				if err != nil {
@@ -268,6 +282,9 @@ func waitFailedScheduling(t *testing.T, cs kubernetes.Interface, ns, name string
 		}
 		return false, nil
 	})
+	if err != nil {
+		t.Fatalf("waiting for pod %s/%s FailedScheduling %s: %v; its FailedScheduling messages: %q", ns, name, re, err, seen)
+	}
 	return msg
 }
 
