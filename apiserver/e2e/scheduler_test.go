@@ -5,6 +5,12 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 )
 
 // TestScheduler_Resources: on `sqlkube server` with three simulated nodes
@@ -57,14 +63,26 @@ func TestScheduler_Resources(t *testing.T) {
 	createPod(t, cs, ns, testPod("gpu2", "example.com/gpu=2"))
 	waitFailedScheduling(t, cs, ns, "gpu2", regexp.MustCompile(`^0/3 nodes are available: .*3 Insufficient example\.com/gpu`))
 
-	// A big enough node joins: big is scheduled there, without a restart.
+	// Memory and ephemeral storage nowhere to be had (and res-c-0 full).
+	createPod(t, cs, ns, testPod("big-memory", "memory=16Gi"))
+	waitFailedScheduling(t, cs, ns, "big-memory", regexp.MustCompile(`^0/3 nodes are available: 1 Too many pods, 3 Insufficient memory\.`))
+	createPod(t, cs, ns, testPod("big-disk", "ephemeral-storage=200Gi"))
+	waitFailedScheduling(t, cs, ns, "big-disk", regexp.MustCompile(`^0/3 nodes are available: 1 Too many pods, 3 Insufficient ephemeral-storage\.`))
+
+	// A big enough node joins: big and big-memory are scheduled there,
+	// without a restart.
 	startFakeNodes(t, s, cs, "res-d-", 1, "--capacity", "cpu=32,memory=64Gi,ephemeral-storage=100Gi,pods=110")
-	if got := waitScheduled(t, cs, ns, "big"); got != "res-d-0" {
-		t.Errorf("pod big on %s, want res-d-0", got)
+	joined := time.Now()
+	for _, name := range []string{"big", "big-memory"} {
+		if got := waitScheduled(t, cs, ns, name); got != "res-d-0" {
+			t.Errorf("pod %s on %s, want res-d-0", name, got)
+		}
 	}
-	if nodes := podNodes(t, cs, ns); nodes["over"] != "" || nodes["gpu2"] != "" {
+	t.Logf("pending pods bound %v after a big enough node was Ready", time.Since(joined))
+	if nodes := podNodes(t, cs, ns); nodes["over"] != "" || nodes["gpu2"] != "" || nodes["big-disk"] != "" {
 		t.Errorf("pods that fit nowhere were bound: %v", nodes)
 	}
+	checkRequestsFit(t, cs)
 
 	// The in-process scheduler's metrics, on the API server's /metrics.
 	body, err := cs.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
@@ -72,6 +90,49 @@ func TestScheduler_Resources(t *testing.T) {
 		t.Fatalf("GET /metrics: %v", err)
 	}
 	checkSchedulerMetrics(t, string(body))
+}
+
+// checkRequestsFit checks that on every node the bound pods' requests
+// (and their number) stay within the node's allocatable.
+func checkRequestsFit(t *testing.T, cs kubernetes.Interface) {
+	t.Helper()
+	ctx := context.Background()
+	nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pods, err := cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	used := map[string]corev1.ResourceList{}
+	for _, p := range pods.Items {
+		if p.Spec.NodeName == "" {
+			continue
+		}
+		u := used[p.Spec.NodeName]
+		if u == nil {
+			u = corev1.ResourceList{}
+			used[p.Spec.NodeName] = u
+		}
+		q := u[corev1.ResourcePods]
+		q.Add(resource.MustParse("1"))
+		u[corev1.ResourcePods] = q
+		for _, c := range p.Spec.Containers {
+			for k, v := range c.Resources.Requests {
+				q := u[k]
+				q.Add(v)
+				u[k] = q
+			}
+		}
+	}
+	for _, n := range nodes.Items {
+		for k, q := range used[n.Name] {
+			if a := n.Status.Allocatable[k]; q.Cmp(a) > 0 {
+				t.Errorf("node %s: pods request %s %s, allocatable %s", n.Name, q.String(), k, a.String())
+			}
+		}
+	}
 }
 
 // checkSchedulerMetrics checks that a /metrics page has the scheduler's
