@@ -70,7 +70,7 @@ confirmed gone. SIGTERM stops the heartbeats; the Node objects stay.`,
 	fl.StringVar(&f.namePrefix, "name-prefix", fake.DefaultNamePrefix, "node names are PREFIX0 … PREFIX(N-1)")
 	fl.StringVar(&f.labels, "node-labels", "", "extra node labels, k=v,...")
 	fl.StringVar(&f.taints, "node-taints", "", "node taints, key=value:Effect,...")
-	fl.StringVar(&f.capacity, "capacity", fake.DefaultCapacity, "each node's capacity and allocatable")
+	fl.StringVar(&f.capacity, "capacity", fake.DefaultCapacity, "each node's capacity and allocatable, resource=quantity,... (extended resources too, e.g. example.com/gpu=2)")
 	fl.DurationVar(&f.podStartDelay, "pod-start-delay", 0, "how long a bound pod waits before it runs (e.g. 500ms)")
 	fl.Float32Var(&f.qps, "kube-api-qps", 5000, "client requests per second to the API server")
 	fl.IntVar(&f.burst, "kube-api-burst", 10000, "client request burst")

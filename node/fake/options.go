@@ -164,7 +164,8 @@ func ParseTaints(s string) ([]corev1.Taint, error) {
 	return out, nil
 }
 
-// ParseCapacity parses cpu=32,memory=256Gi,pods=110.
+// ParseCapacity parses cpu=32,memory=256Gi,pods=110; any resource name is
+// taken, extended resources (example.com/gpu=2) included.
 func ParseCapacity(s string) (corev1.ResourceList, error) {
 	out := corev1.ResourceList{}
 	for _, kv := range splitList(s) {
