@@ -3,7 +3,6 @@ package e2e
 import (
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/sqlkube/sqlkube/etcdshim/sqlstore/sqltest"
 )
@@ -28,10 +27,10 @@ func TestServer_SharedDatabaseOneLeader(t *testing.T) {
 			// One holds both leases before the other starts, so that the
 			// hand-over below is a real one.
 			var first string
-			untilTrue(t, "the first server to lead", func() bool {
+			until(t, commandTimeout, "the first server to lead", func() (bool, error) {
 				out, err := one.kubectl(t, bin, "-n", "kube-system", "get", "lease", leases[0], leases[1], "-o", "jsonpath={.items[*].spec.holderIdentity}")
 				first = out
-				return err == nil && len(strings.Fields(out)) == 2
+				return err == nil && len(strings.Fields(out)) == 2, nil
 			})
 			two := startCommand(t, t.TempDir(), "server", "--datastore", dsn, "--fake-nodes", "2")
 			two.mustKubectl(t, bin, "create", "deployment", "web", "--image=nginx", "--replicas=3")
@@ -44,24 +43,12 @@ func TestServer_SharedDatabaseOneLeader(t *testing.T) {
 			}
 
 			one.stop(t)
-			untilTrue(t, "the second server to take both leases over", func() bool {
+			until(t, commandTimeout, "the second server to take both leases over", func() (bool, error) {
 				h := strings.Fields(holders(two))
-				return len(h) == 2 && !strings.Contains(first, h[0]) && !strings.Contains(first, h[1])
+				return len(h) == 2 && !strings.Contains(first, h[0]) && !strings.Contains(first, h[1]), nil
 			})
 			two.mustKubectl(t, bin, "create", "deployment", "after", "--image=nginx", "--replicas=2")
 			two.waitKubectl(t, bin, "Running Running", "get", "pods", "-l", "app=after", "-o", "jsonpath={.items[*].status.phase}")
 		})
-	}
-}
-
-// untilTrue polls cond every 100 ms for up to commandTimeout.
-func untilTrue(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(commandTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(100 * time.Millisecond)
 	}
 }

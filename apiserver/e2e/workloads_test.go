@@ -206,11 +206,6 @@ func (s *server) logs() string {
 	return s.stderr.String()
 }
 
-func (s *server) clientset(t *testing.T) kubernetes.Interface {
-	t.Helper()
-	return kubernetes.NewForConfigOrDie(s.restConfig(t, s.kubeconfig))
-}
-
 // apply runs kubectl apply on manifest.
 func (s *server) apply(t *testing.T, bin, manifest string) string {
 	t.Helper()
