@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/pprof"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -31,6 +32,7 @@ type nodeFlags struct {
 	burst         int
 	printRBAC     bool
 	rbacUser      string
+	cpuProfile    string
 	podStartDelay time.Duration
 }
 
@@ -60,6 +62,17 @@ confirmed gone. SIGTERM stops the heartbeats; the Node objects stay.`,
 			}
 			ctx, stop := signalContext(cmd.Context())
 			defer stop()
+			if f.cpuProfile != "" {
+				pf, err := os.Create(f.cpuProfile)
+				if err != nil {
+					return err
+				}
+				defer pf.Close()
+				if err := pprof.StartCPUProfile(pf); err != nil {
+					return err
+				}
+				defer pprof.StopCPUProfile()
+			}
 			return runFakeNodes(ctx, cfg, opts, log)
 		},
 	}
@@ -76,6 +89,8 @@ confirmed gone. SIGTERM stops the heartbeats; the Node objects stay.`,
 	fl.IntVar(&f.burst, "kube-api-burst", 10000, "client request burst")
 	fl.BoolVar(&f.printRBAC, "print-rbac", false, "print the ClusterRole (and its binding to --rbac-user) a credential needs, for kubectl apply -f -, and exit")
 	fl.StringVar(&f.rbacUser, "rbac-user", fake.DefaultUser, "user --print-rbac binds")
+	fl.StringVar(&f.cpuProfile, "cpu-profile", "", "write a CPU profile (pprof) to this file until exit")
+	_ = fl.MarkHidden("cpu-profile")
 	return cmd
 }
 
