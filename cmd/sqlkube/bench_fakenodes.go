@@ -72,7 +72,7 @@ only manages nodes).`,
 				}
 				o.NodePrefix, o.CreateNodes = "bench-kwok-", true
 				o.NodeAnnotations = map[string]string{"kwok.x-k8s.io/node": "fake"}
-				argv = []string{kwokBin, "--kubeconfig", kubeconfig, "--config", kwokConfig,
+				argv = []string{kwokBin, "--kubeconfig", kubeconfig, "--config", kwokConfig, "--v=WARN",
 					"--manage-all-nodes=false", "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake"}
 			default:
 				return fmt.Errorf("--simulator %q: want sqlkube or kwok", simulator)
