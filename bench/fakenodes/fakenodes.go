@@ -59,8 +59,11 @@ type Options struct {
 
 // Result of one measurement.
 type Result struct {
-	NodesReady    time.Duration
-	IdleCPU       float64 // percent of one core
+	NodesReady time.Duration
+	IdleCPU    float64 // percent of one core
+	// FreshLeases is how many of the nodes' Leases were renewed within
+	// the last 20 s at the end of the idle time.
+	FreshLeases   int
 	PodsCreated   time.Duration
 	PodsRunning   time.Duration // from the first create until all Running
 	PodsDeleted   time.Duration
@@ -76,8 +79,8 @@ type Result struct {
 }
 
 func (r Result) String() string {
-	return fmt.Sprintf("nodes Ready %.1fs | idle CPU %.2f%% of a core | pods created %.1fs, all Running %.1fs (%.0f pods/s) | burst: all Running %.1fs after resume (%.0f pods/s; CPU per pod: simulator %v, server %v) | deleted %.1fs | peak RSS %.0f MiB",
-		r.NodesReady.Seconds(), r.IdleCPU, r.PodsCreated.Seconds(), r.PodsRunning.Seconds(), r.PodsPerSecond,
+	return fmt.Sprintf("nodes Ready %.1fs | idle CPU %.2f%% of a core, %d leases fresh | pods created %.1fs, all Running %.1fs (%.0f pods/s) | burst: all Running %.1fs after resume (%.0f pods/s; CPU per pod: simulator %v, server %v) | deleted %.1fs | peak RSS %.0f MiB",
+		r.NodesReady.Seconds(), r.IdleCPU, r.FreshLeases, r.PodsCreated.Seconds(), r.PodsRunning.Seconds(), r.PodsPerSecond,
 		r.BurstRunning.Seconds(), r.BurstPerSecond, r.BurstCPU.Round(time.Microsecond), r.BurstServerCPU.Round(time.Microsecond), r.PodsDeleted.Seconds(), r.PeakRSSMiB)
 }
 
@@ -156,7 +159,16 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		return res, err
 	}
 	res.IdleCPU = 100 * (cpu1 - cpu0).Seconds() / time.Since(t0).Seconds()
-	logf("idle CPU %.2f%% of a core", res.IdleCPU)
+	leases, err := cs.CoordinationV1().Leases(corev1.NamespaceNodeLease).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return res, err
+	}
+	for _, l := range leases.Items {
+		if strings.HasPrefix(l.Name, o.NodePrefix) && l.Spec.RenewTime != nil && time.Since(l.Spec.RenewTime.Time) < 20*time.Second {
+			res.FreshLeases++
+		}
+	}
+	logf("idle CPU %.2f%% of a core; %d leases renewed in the last 20 s", res.IdleCPU, res.FreshLeases)
 
 	// Pods created as fast as the bench can: the simulator runs them as
 	// they come.

@@ -5,8 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
+	_ "net/http/pprof" // served with the hidden --pprof-address
 	"os"
-	"runtime/pprof"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -32,7 +33,7 @@ type nodeFlags struct {
 	burst         int
 	printRBAC     bool
 	rbacUser      string
-	cpuProfile    string
+	pprofAddress  string
 	podStartDelay time.Duration
 }
 
@@ -62,16 +63,10 @@ confirmed gone. SIGTERM stops the heartbeats; the Node objects stay.`,
 			}
 			ctx, stop := signalContext(cmd.Context())
 			defer stop()
-			if f.cpuProfile != "" {
-				pf, err := os.Create(f.cpuProfile)
-				if err != nil {
-					return err
-				}
-				defer pf.Close()
-				if err := pprof.StartCPUProfile(pf); err != nil {
-					return err
-				}
-				defer pprof.StopCPUProfile()
+			if f.pprofAddress != "" {
+				srv := &http.Server{Addr: f.pprofAddress, Handler: http.DefaultServeMux, ReadHeaderTimeout: 10 * time.Second}
+				go func() { _ = srv.ListenAndServe() }()
+				defer srv.Close()
 			}
 			return runFakeNodes(ctx, cfg, opts, log)
 		},
@@ -89,8 +84,8 @@ confirmed gone. SIGTERM stops the heartbeats; the Node objects stay.`,
 	fl.IntVar(&f.burst, "kube-api-burst", 10000, "client request burst")
 	fl.BoolVar(&f.printRBAC, "print-rbac", false, "print the ClusterRole (and its binding to --rbac-user) a credential needs, for kubectl apply -f -, and exit")
 	fl.StringVar(&f.rbacUser, "rbac-user", fake.DefaultUser, "user --print-rbac binds")
-	fl.StringVar(&f.cpuProfile, "cpu-profile", "", "write a CPU profile (pprof) to this file until exit")
-	_ = fl.MarkHidden("cpu-profile")
+	fl.StringVar(&f.pprofAddress, "pprof-address", "", "serve net/http/pprof here (debugging)")
+	_ = fl.MarkHidden("pprof-address")
 	return cmd
 }
 
