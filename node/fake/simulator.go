@@ -20,6 +20,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	coordv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -28,8 +29,6 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
-
-	coordv1 "k8s.io/api/coordination/v1"
 )
 
 // NodeLeaseNamespace is where nodes' Leases live.
