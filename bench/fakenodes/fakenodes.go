@@ -230,7 +230,15 @@ func Run(ctx context.Context, o Options) (Result, error) {
 
 	// Deleted pods go once the simulator confirms.
 	start = time.Now()
-	if err := cs.CoreV1().Pods(o.Namespace).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
+	// (One request per pod, as controllers delete: a deletecollection
+	// of 20,000 pods is one long request.)
+	if err := parallel(ctx, 2*o.Pods, o.Workers, func(ctx context.Context, i int) error {
+		err := cs.CoreV1().Pods(o.Namespace).Delete(ctx, fmt.Sprintf("p-%d", i), metav1.DeleteOptions{})
+		if apierrors.IsNotFound(err) {
+			err = nil
+		}
+		return err
+	}); err != nil {
 		return res, fmt.Errorf("delete pods: %w", err)
 	}
 	if err := waitCount(ctx, "pods gone", 0, logf, func() int { return len(podList.ListKeys()) }); err != nil {
