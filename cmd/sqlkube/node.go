@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
+	_ "net/http/pprof" // served with the hidden --pprof-address
 	"os"
 	"time"
 
@@ -31,6 +33,7 @@ type nodeFlags struct {
 	burst         int
 	printRBAC     bool
 	rbacUser      string
+	pprofAddress  string
 	podStartDelay time.Duration
 }
 
@@ -60,6 +63,11 @@ confirmed gone. SIGTERM stops the heartbeats; the Node objects stay.`,
 			}
 			ctx, stop := signalContext(cmd.Context())
 			defer stop()
+			if f.pprofAddress != "" {
+				srv := &http.Server{Addr: f.pprofAddress, Handler: http.DefaultServeMux, ReadHeaderTimeout: 10 * time.Second}
+				go func() { _ = srv.ListenAndServe() }()
+				defer srv.Close()
+			}
 			return runFakeNodes(ctx, cfg, opts, log)
 		},
 	}
@@ -76,6 +84,8 @@ confirmed gone. SIGTERM stops the heartbeats; the Node objects stay.`,
 	fl.IntVar(&f.burst, "kube-api-burst", 10000, "client request burst")
 	fl.BoolVar(&f.printRBAC, "print-rbac", false, "print the ClusterRole (and its binding to --rbac-user) a credential needs, for kubectl apply -f -, and exit")
 	fl.StringVar(&f.rbacUser, "rbac-user", fake.DefaultUser, "user --print-rbac binds")
+	fl.StringVar(&f.pprofAddress, "pprof-address", "", "serve net/http/pprof here (debugging)")
+	_ = fl.MarkHidden("pprof-address")
 	return cmd
 }
 

@@ -40,8 +40,8 @@ func (s *Simulator) syncNode(ctx context.Context, name string) {
 		return
 	}
 	now := time.Now()
-	if n.statusDirty.Load() || now.Sub(n.lastStatus) >= s.opts.StatusInterval {
-		if err := s.writeNodeStatus(ctx, n, now); err != nil {
+	if dirty := n.statusDirty.Load(); dirty || now.Sub(n.lastStatus) >= s.opts.StatusInterval {
+		if err := s.writeNodeStatus(ctx, n, now, dirty); err != nil {
 			s.nodeError(ctx, n, "write status of", err)
 			return
 		}
@@ -56,7 +56,10 @@ func (s *Simulator) syncNode(ctx context.Context, name string) {
 	if st := n.lastStatus.Add(s.opts.StatusInterval); st.Before(next) {
 		next = st
 	}
-	s.nodeQueue.AddAfter(name, time.Until(next))
+	// Due times are rounded down to a tick (a 40th of the interval), so
+	// that the renewals of nodes due close together go out together:
+	// the simulator wakes up 40 times per interval, not once per node.
+	s.nodeQueue.AddAfter(name, time.Until(next.Truncate(s.opts.RenewInterval/40)))
 }
 
 func (s *Simulator) nodeError(ctx context.Context, n *node, what string, err error) {
@@ -95,12 +98,15 @@ func (s *Simulator) register(ctx context.Context, n *node) error {
 	if err := n.setPodCIDR(got.Spec.PodCIDR); err != nil {
 		return err
 	}
-	n.registered, n.lastStatus, n.lease = true, now, nil
+	n.registered, n.lease = true, nil
 	if n.statusDirty.Load() {
-		if err := s.writeNodeStatus(ctx, n, now); err != nil {
+		if err := s.writeNodeStatus(ctx, n, now, true); err != nil {
 			return err
 		}
 	}
+	// The periodic status writes of nodes registered together spread
+	// over an interval too: as if written up to one interval ago.
+	n.lastStatus = now.Add(-time.Duration(spread(n.index) * float64(s.opts.StatusInterval)))
 	return s.renewLease(ctx, n, now)
 }
 
@@ -229,10 +235,15 @@ func nodeID(name string) string {
 }
 
 // writeNodeStatus patches n's status (nodes/status, strategic merge: the
-// conditions merge by type).
-func (s *Simulator) writeNodeStatus(ctx context.Context, n *node, now time.Time) error {
+// conditions merge by type): all of it, or only the conditions (their
+// heartbeat times) when nothing else changed, as kubelets do.
+func (s *Simulator) writeNodeStatus(ctx context.Context, n *node, now time.Time, all bool) error {
 	old, _ := s.nodeList.Get(n.name)
-	patch, err := json.Marshal(map[string]any{"status": s.nodeStatus(n, now, old)})
+	var status any = s.nodeStatus(n, now, old)
+	if !all {
+		status = map[string]any{"conditions": s.nodeStatus(n, now, old).Conditions}
+	}
+	patch, err := json.Marshal(map[string]any{"status": status})
 	if err != nil {
 		return err
 	}

@@ -94,6 +94,11 @@ func (s *Simulator) syncPod(ctx context.Context, key string) {
 		return
 	}
 	if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+		// A finished pod's IP is free again (its record stays until
+		// the pod goes).
+		if st := s.state(key, pod, n); st.ip.IsValid() {
+			s.setIP(key, st, netip.Addr{})
+		}
 		return
 	}
 	st := s.state(key, pod, n)
@@ -264,14 +269,17 @@ func (n *node) releaseIP(ip netip.Addr) {
 // offset is ip's place in the node's pod CIDR (which contains it).
 func (n *node) offset(ip netip.Addr) byte { return ip.As4()[3] - n.podCIDR.Addr().As4()[3] }
 
-// setIP records ip as key's pod's, unless the pod has been forgotten
-// meanwhile (then ip is freed).
+// setIP records ip as key's pod's (freeing the one it had), unless the
+// pod has been forgotten meanwhile (then ip is freed).
 func (s *Simulator) setIP(key string, st *podState, ip netip.Addr) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.pods[key] != st {
 		st.node.releaseIP(ip)
 		return
+	}
+	if st.ip != ip {
+		st.node.releaseIP(st.ip)
 	}
 	st.ip = ip
 }

@@ -20,6 +20,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	coordv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -28,8 +29,6 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
-
-	coordv1 "k8s.io/api/coordination/v1"
 )
 
 // NodeLeaseNamespace is where nodes' Leases live.
@@ -133,10 +132,11 @@ func (s *Simulator) Run(ctx context.Context) error {
 		func(o *metav1.ListOptions) {
 			o.FieldSelector = fields.OneTermNotEqualSelector("spec.nodeName", "").String()
 		})
-	for _, inf := range []cache.SharedIndexInformer{s.nodeInf, s.podInf} {
-		if err := inf.SetTransform(dropManagedFields); err != nil {
-			return err
-		}
+	if err := s.nodeInf.SetTransform(dropManagedFields); err != nil {
+		return err
+	}
+	if err := s.podInf.SetTransform(s.trimPod); err != nil {
+		return err
 	}
 	s.nodeList = corelisters.NewNodeLister(s.nodeInf.GetIndexer())
 	s.podList = corelisters.NewPodLister(s.podInf.GetIndexer())
@@ -191,6 +191,23 @@ func dropManagedFields(obj any) (any, error) {
 		m.SetManagedFields(nil)
 	}
 	return obj, nil
+}
+
+// trimPod keeps only the name and node of pods on other nodes, so that a
+// cluster's other pods cost the simulator little memory.
+func (s *Simulator) trimPod(obj any) (any, error) {
+	p, ok := obj.(*corev1.Pod)
+	if !ok {
+		return obj, nil
+	}
+	if s.nodes[p.Spec.NodeName] == nil {
+		return &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, UID: p.UID, ResourceVersion: p.ResourceVersion},
+			Spec:       corev1.PodSpec{NodeName: p.Spec.NodeName},
+		}, nil
+	}
+	p.ManagedFields = nil
+	return p, nil
 }
 
 func (s *Simulator) nodeHandler() cache.ResourceEventHandler {
