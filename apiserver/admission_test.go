@@ -3,7 +3,6 @@ package apiserver_test
 import (
 	"context"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,14 +13,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 
 	"github.com/sqlkube/sqlkube/apiserver"
-	"github.com/sqlkube/sqlkube/controllers/resourcequota"
-	"github.com/sqlkube/sqlkube/controllers/serviceaccount"
+	"github.com/sqlkube/sqlkube/controllers/manager"
 )
 
 // newAdmissionServer starts a server with every admission plugin and the
@@ -30,31 +26,24 @@ import (
 func newAdmissionServer(t *testing.T) *rest.Config {
 	t.Helper()
 	cfg, api := newServerWith(t, apiserver.Config{DisableAdmissionPlugins: []string{}})
-	loopback := api.Loopback()
-	cs := kubernetes.NewForConfigOrDie(loopback)
-	md, err := metadata.NewForConfig(loopback)
+	// Kubernetes' service account and resource quota controllers, as
+	// sqlkube server runs them.
+	o, err := manager.NewOptions()
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Parse([]string{"--controllers=serviceaccount-controller,resourcequota-controller", "--leader-elect=false"}); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	factory := informers.NewSharedInformerFactory(cs, 0)
-	accounts, err := serviceaccount.New(serviceaccount.Options{Client: cs, Namespaces: factory.Core().V1().Namespaces(), ServiceAccounts: factory.Core().V1().ServiceAccounts()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	quotas, err := resourcequota.New(ctx, resourcequota.Options{Client: cs, Metadata: md, Informers: factory})
-	if err != nil {
-		t.Fatal(err)
-	}
-	factory.Start(ctx.Done())
-	var wg sync.WaitGroup
-	wg.Go(func() { accounts.Run(ctx, 1) })
-	wg.Go(func() { quotas.Run(ctx, 1) })
+	done := make(chan error, 1)
+	go func() { done <- manager.Run(ctx, api.Loopback(), o, false) }()
 	// Registered after the server's own cleanup: runs first.
 	t.Cleanup(func() {
 		cancel()
-		wg.Wait()
-		factory.Shutdown()
+		if err := <-done; err != nil {
+			t.Errorf("controller manager: %v", err)
+		}
 	})
 	return cfg
 }

@@ -2,21 +2,71 @@ package apiserver
 
 import (
 	"github.com/labstack/echo/v4"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/endpoints/handlers/negotiation"
 )
 
-// transforms allows the media type transformations kubectl asks for:
-// Table (server-side printing) in meta.k8s.io v1 and v1beta1.
+// transforms allows the media type transformations clients ask for, in
+// meta.k8s.io v1 and v1beta1: Table (server-side printing, kubectl) and
+// PartialObjectMetadata(List) (the metadata client: garbage collector,
+// namespace deletion, quota).
 type transforms struct{}
 
 func (transforms) AllowsMediaTypeTransform(mimeType, mimeSubType string, gvk *schema.GroupVersionKind) bool {
 	if gvk == nil {
 		return true
 	}
-	return gvk.Group == metav1.GroupName && (gvk.Version == "v1" || gvk.Version == "v1beta1") && gvk.Kind == "Table"
+	if gvk.Group != metav1.GroupName || (gvk.Version != "v1" && gvk.Version != "v1beta1") {
+		return false
+	}
+	switch gvk.Kind {
+	case "Table", "PartialObjectMetadata", "PartialObjectMetadataList":
+		return true
+	}
+	return false
+}
+
+// asPartialMetadata converts obj (an object or a list) to what a request
+// for as=PartialObjectMetadata(List) gets: 406 when the kind asked for does
+// not match (a list for one object, or one object for a list), as upstream.
+func asPartialMetadata(obj runtime.Object, convert *schema.GroupVersionKind) (runtime.Object, error) {
+	wantList := convert.Kind == "PartialObjectMetadataList"
+	partial := func(o runtime.Object) (*metav1.PartialObjectMetadata, error) {
+		m, err := meta.Accessor(o)
+		if err != nil {
+			return nil, err
+		}
+		p := &metav1.PartialObjectMetadata{ObjectMeta: *metaOf(m)}
+		p.APIVersion, p.Kind = convert.GroupVersion().String(), "PartialObjectMetadata"
+		return p, nil
+	}
+	if !meta.IsListType(obj) {
+		if wantList {
+			return nil, negotiation.NewNotAcceptableError([]string{"PartialObjectMetadata for a single object"})
+		}
+		return partial(obj)
+	}
+	if !wantList {
+		return nil, negotiation.NewNotAcceptableError([]string{"PartialObjectMetadataList for a list"})
+	}
+	lm, err := meta.ListAccessor(obj)
+	if err != nil {
+		return nil, err
+	}
+	out := &metav1.PartialObjectMetadataList{}
+	out.APIVersion, out.Kind = convert.GroupVersion().String(), "PartialObjectMetadataList"
+	out.ResourceVersion, out.Continue, out.RemainingItemCount = lm.GetResourceVersion(), lm.GetContinue(), lm.GetRemainingItemCount()
+	err = meta.EachListItem(obj, func(item runtime.Object) error {
+		p, err := partial(item)
+		if err == nil {
+			out.Items = append(out.Items, *p)
+		}
+		return err
+	})
+	return out, err
 }
 func (transforms) AllowsServerVersion(string) bool  { return false }
 func (transforms) AllowsStreamSchema(s string) bool { return s == "watch" }

@@ -182,6 +182,13 @@ func (h *handler) respond(code int, obj runtime.Object) error {
 		}
 		return encodeWith(h.c, code, table, schema.GroupVersion{Group: metav1.GroupName, Version: opts.Convert.Version}, info)
 	}
+	if opts.Convert != nil && strings.HasPrefix(opts.Convert.Kind, "PartialObjectMetadata") {
+		partial, err := asPartialMetadata(obj, opts.Convert)
+		if err != nil {
+			return writeStatus(h.c, err)
+		}
+		return encodeWith(h.c, code, partial, opts.Convert.GroupVersion(), info)
+	}
 	return encodeWith(h.c, code, obj, h.r.GroupVersion(), info)
 }
 

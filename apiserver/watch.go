@@ -79,6 +79,8 @@ type watchEncoding struct {
 	mediaOpts   negotiation.MediaTypeOptions
 	obj, status runtime.Encoder
 	asTable     bool
+	// asMetadata: objects as PartialObjectMetadata (the metadata client).
+	asMetadata *schema.GroupVersionKind
 }
 
 func (h *handler) newWatchEncoding() watchEncoding {
@@ -90,6 +92,10 @@ func (h *handler) newWatchEncoding() watchEncoding {
 	e.obj = Codecs.EncoderForVersion(info.Serializer, h.r.GroupVersion())
 	if e.asTable {
 		e.obj = Codecs.EncoderForVersion(info.Serializer, schema.GroupVersion{Group: metav1.GroupName, Version: mediaOpts.Convert.Version})
+	}
+	if c := mediaOpts.Convert; c != nil && c.Kind == "PartialObjectMetadata" {
+		e.asMetadata = c
+		e.obj = Codecs.EncoderForVersion(info.Serializer, c.GroupVersion())
 	}
 	e.status = Codecs.EncoderForVersion(info.Serializer, metaGV)
 	return e
@@ -124,6 +130,14 @@ func (h *handler) streamEvents(ctx context.Context, w watch.Interface, enc watch
 						t.ColumnDefinitions = nil // sent with the first rows only, as upstream
 					}
 					obj = t
+				}
+			} else if enc.asMetadata != nil {
+				p, err := asPartialMetadata(obj, enc.asMetadata)
+				if err != nil {
+					st := apierrors.NewInternalError(err).Status()
+					obj, e, ev.Type = &st, enc.status, watch.Error
+				} else {
+					obj = p
 				}
 			}
 			buf.Reset()

@@ -118,15 +118,12 @@ func TestKubectl(t *testing.T) {
 			if out := s.mustKubectl(t, bin, "explain", "deployment.spec.replicas"); !strings.Contains(out, "integer") {
 				t.Fatalf("explain:\n%s", out)
 			}
-			// Foreground deletion leaves the object with the garbage
-			// collector's finalizer (there is no garbage collector yet, so
-			// the test removes it), then it goes; wait sees it go.
-			s.mustKubectl(t, bin, "-n", ns, "delete", "deploy", "web", "--cascade=foreground", "--wait=false")
-			if out := s.mustKubectl(t, bin, "-n", ns, "get", "deploy", "web", "-o", "jsonpath={.metadata.finalizers}"); !strings.Contains(out, "foregroundDeletion") {
-				t.Fatalf("foreground deletion: finalizers %q", out)
+			// Foreground deletion: the garbage collector deletes the
+			// ReplicaSets first, then the Deployment goes; kubectl waits.
+			s.mustKubectl(t, bin, "-n", ns, "delete", "deploy", "web", "--cascade=foreground", "--timeout=60s")
+			if out := s.mustKubectl(t, bin, "-n", ns, "get", "rs", "-l", "app=web", "-o", "name"); out != "" {
+				t.Fatalf("ReplicaSets left after a foreground deletion: %q", out)
 			}
-			s.mustKubectl(t, bin, "-n", ns, "patch", "deploy", "web", "--type=merge", "-p", `{"metadata":{"finalizers":null}}`)
-			s.mustKubectl(t, bin, "-n", ns, "wait", "--for=delete", "deploy/web", "--timeout=30s")
 			s.mustKubectl(t, bin, "-n", ns, "create", "configmap", "bg")
 			s.mustKubectl(t, bin, "-n", ns, "delete", "configmap", "bg", "--cascade=background")
 

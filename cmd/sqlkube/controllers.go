@@ -2,145 +2,144 @@ package main
 
 import (
 	"context"
-	"crypto"
-	"fmt"
+	"errors"
+	"strings"
 	"sync"
-	"time"
 
 	"github.com/rs/zerolog"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/metadata"
+	"github.com/spf13/pflag"
 	"k8s.io/client-go/rest"
-	"k8s.io/klog/v2"
-	"k8s.io/kubernetes/pkg/controller/certificates/approver"
-	"k8s.io/kubernetes/pkg/controller/certificates/rootcacertpublisher"
-	"k8s.io/kubernetes/pkg/controller/certificates/signer"
-	"k8s.io/kubernetes/pkg/controller/clusterroleaggregation"
-	serviceaccountcontroller "k8s.io/kubernetes/pkg/controller/serviceaccount"
 
-	"github.com/sqlkube/sqlkube/apiserver"
-
-	"github.com/sqlkube/sqlkube/controllers/namespace"
-	"github.com/sqlkube/sqlkube/controllers/resourcequota"
-	"github.com/sqlkube/sqlkube/controllers/serviceaccount"
+	"github.com/sqlkube/sqlkube/apiserver/pki"
+	"github.com/sqlkube/sqlkube/controllers/manager"
+	"github.com/sqlkube/sqlkube/scheduler"
 )
 
-// controllerOptions are what the in-process controllers need besides a
-// client.
-type controllerOptions struct {
-	// ServiceAccountKey signs the tokens of service-account token secrets
-	// (Kubernetes' tokens controller); nil: that controller does not run.
-	ServiceAccountKey crypto.Signer
-	// RootCA is the CA bundle those secrets and every namespace's
-	// kube-root-ca.crt ConfigMap carry (nil: no publisher).
-	RootCA []byte
-	// ClientCACert and ClientCAKey are the files of the CA that signs
-	// client certificates CSRs ask for (empty: no signers).
-	ClientCACert, ClientCAKey string
+// defaultControllers are the controllers `sqlkube server` runs: every one
+// kube-controller-manager enables by default, and the bootstrap-token
+// signer and cleaner, which kubeadm clusters enable too (sqlkube issues
+// bootstrap tokens).
+const defaultControllers = "*,bootstrap-signer-controller,token-cleaner-controller"
+
+// componentFlags choose what `sqlkube server` runs beside the API.
+type componentFlags struct {
+	controllers      []string
+	controllerArgs   []string
+	disableScheduler bool
+	schedulerArgs    []string
 }
 
-// clientCertTTL is how long certificates signed for CSRs last (as
-// kube-controller-manager's --cluster-signing-duration).
-const clientCertTTL = 365 * 24 * time.Hour
+func addComponentFlags(fl *pflag.FlagSet, f *componentFlags) {
+	fl.StringSliceVar(&f.controllers, "controllers", strings.Split(defaultControllers, ","),
+		"controllers to run, in kube-controller-manager's syntax: '*' all on by default, 'name' one more, '-name' one fewer, '-*' none (names: sqlkube controller-manager --help)")
+	fl.StringArrayVar(&f.controllerArgs, "kube-controller-manager-arg", nil, "a kube-controller-manager flag for the in-process controllers, e.g. --kube-controller-manager-arg=--node-monitor-grace-period=20s (repeatable)")
+	fl.BoolVar(&f.disableScheduler, "disable-scheduler", false, "do not run the scheduler")
+	fl.StringArrayVar(&f.schedulerArgs, "kube-scheduler-arg", nil, "a kube-scheduler flag for the in-process scheduler, e.g. --kube-scheduler-arg=--config=sched.yaml (repeatable)")
+}
 
-// runControllers starts the controllers `sqlkube server` runs in-process
-// (namespace, ClusterRole aggregation, service accounts and their token
-// secrets, resource quotas) against cfg until ctx ends; the returned wait
-// blocks until they have stopped.
-func runControllers(ctx context.Context, cfg *rest.Config, log zerolog.Logger, opts controllerOptions) (wait func(), err error) {
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("controllers: %w", err)
-	}
-	md, err := metadata.NewForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("controllers: %w", err)
-	}
-	factory := informers.NewSharedInformerFactory(cs, 0)
-	ns, err := namespace.New(namespace.Options{Client: cs, Metadata: md, Namespaces: factory.Core().V1().Namespaces()})
-	if err != nil {
-		return nil, err
-	}
-	// Kubernetes' own aggregation controller fills admin, edit, view and
-	// any aggregated ClusterRole from the roles its selectors match.
-	aggregation := clusterroleaggregation.NewClusterRoleAggregation(factory.Rbac().V1().ClusterRoles(), cs.RbacV1())
-	// The default service account of every namespace, which the
-	// ServiceAccount admission plugin requires of pods.
-	accounts, err := serviceaccount.New(serviceaccount.Options{Client: cs, Namespaces: factory.Core().V1().Namespaces(), ServiceAccounts: factory.Core().V1().ServiceAccounts()})
-	if err != nil {
-		return nil, err
-	}
-	// ResourceQuotas' status.hard and status.used, which the ResourceQuota
-	// admission plugin enforces and charges.
-	quotas, err := resourcequota.New(ctx, resourcequota.Options{Client: cs, Metadata: md, Informers: factory})
+// components are what `sqlkube server` needs to run the controller
+// manager and the scheduler in-process.
+type components struct {
+	flags *componentFlags
+	// Files is the generated PKI (nil when the operator brought theirs):
+	// its CAs sign CSRs and are the root CA pods get.
+	Files *pki.Files
+	// ServiceAccountKeyFile signs legacy service-account token secrets.
+	ServiceAccountKeyFile string
+	ServiceClusterIPRange string
+}
+
+// controllersDisabled reports whether --controllers turns every controller
+// off.
+func (f *componentFlags) controllersDisabled() bool {
+	return len(f.controllers) == 1 && f.controllers[0] == "-*"
+}
+
+// controllerOptions are kube-controller-manager's options for the
+// in-process controllers: the server's PKI and service ranges, then the
+// operator's --kube-controller-manager-arg flags, which win.
+func (c *components) controllerOptions() (*manager.Options, error) {
+	o, err := manager.NewOptions()
 	if err != nil {
 		return nil, err
 	}
-	names := []string{"namespace", "clusterrole-aggregation", "serviceaccount", "resourcequota"}
-	var tokens *serviceaccountcontroller.TokensController
-	if opts.ServiceAccountKey != nil {
-		// Kubernetes' tokens controller fills secrets of type
-		// kubernetes.io/service-account-token (legacy, secret-based
-		// tokens) and deletes them with their service account.
-		gen, err := apiserver.LegacyTokenGenerator(opts.ServiceAccountKey)
-		if err != nil {
-			return nil, fmt.Errorf("controllers: %w", err)
-		}
-		tokens, err = serviceaccountcontroller.NewTokensController(klog.FromContext(ctx), factory.Core().V1().ServiceAccounts(), factory.Core().V1().Secrets(), cs,
-			serviceaccountcontroller.TokensControllerOptions{TokenGenerator: gen, RootCA: opts.RootCA})
-		if err != nil {
-			return nil, fmt.Errorf("controllers: %w", err)
-		}
-		names = append(names, "serviceaccount-token")
+	args := append([]string{"--controllers=" + strings.Join(c.flags.controllers, ",")}, c.flags.controllerArgs...)
+	if err := o.Parse(args); err != nil {
+		return nil, err
 	}
-	var publisher *rootcacertpublisher.Publisher
-	if len(opts.RootCA) > 0 {
-		// kube-root-ca.crt in every namespace: the CA bundle that pods'
-		// projected service-account volumes carry.
-		if publisher, err = rootcacertpublisher.NewPublisher(factory.Core().V1().ConfigMaps(), factory.Core().V1().Namespaces(), cs, opts.RootCA); err != nil {
-			return nil, fmt.Errorf("controllers: %w", err)
-		}
-		names = append(names, "root-ca-cert-publisher")
+	set := map[string]string{
+		"service-account-private-key-file": c.ServiceAccountKeyFile,
+		"service-cluster-ip-range":         c.ServiceClusterIPRange,
+		"cluster-name":                     "sqlkube",
 	}
-	var runCSRs []func()
-	if opts.ClientCACert != "" {
-		// Node client certificates: CSRs from joining nodes (bootstrap
-		// tokens) and nodes renewing are approved when RBAC lets their
-		// requester (nodeclient, selfnodeclient), then signed by the
-		// client CA, as kube-controller-manager does; other
-		// kube-apiserver-client CSRs are signed once someone approves them.
-		csrs := factory.Certificates().V1().CertificateSigningRequests()
-		approving := approver.NewCSRApprovingController(ctx, cs, csrs)
-		kubelet, err := signer.NewKubeletClientCSRSigningController(ctx, cs, csrs, opts.ClientCACert, opts.ClientCAKey, clientCertTTL)
-		if err != nil {
-			return nil, fmt.Errorf("controllers: %w", err)
+	if c.Files != nil {
+		// Client certificates (nodes', users') come from the client CA,
+		// kubelets' serving certificates from the cluster CA that clients
+		// of the API already trust.
+		for k, v := range map[string]string{
+			"root-ca-file": c.Files.CACert,
+			"cluster-signing-kube-apiserver-client-cert-file": c.Files.ClientCACert,
+			"cluster-signing-kube-apiserver-client-key-file":  c.Files.ClientCAKey,
+			"cluster-signing-kubelet-client-cert-file":        c.Files.ClientCACert,
+			"cluster-signing-kubelet-client-key-file":         c.Files.ClientCAKey,
+			"cluster-signing-kubelet-serving-cert-file":       c.Files.CACert,
+			"cluster-signing-kubelet-serving-key-file":        c.Files.CAKey,
+		} {
+			set[k] = v
 		}
-		clients, err := signer.NewKubeAPIServerClientCSRSigningController(ctx, cs, csrs, opts.ClientCACert, opts.ClientCAKey, clientCertTTL)
-		if err != nil {
-			return nil, fmt.Errorf("controllers: %w", err)
-		}
-		runCSRs = []func(){func() { approving.Run(ctx, 1) }, func() { kubelet.Run(ctx, 1) }, func() { clients.Run(ctx, 1) }}
-		names = append(names, "csrapproving", "csrsigning")
 	}
-	factory.Start(ctx.Done())
+	for k, v := range set {
+		if v == "" {
+			continue
+		}
+		if err := o.Set(k, v); err != nil {
+			return nil, err
+		}
+	}
+	return o, nil
+}
+
+// run starts the controller manager and the scheduler over cfg (the
+// loopback) until ctx ends; wait blocks until both have stopped. Each
+// stands for its Lease and, having lost it, stands again.
+func (c *components) run(ctx context.Context, cfg *rest.Config, log zerolog.Logger) (wait func(), err error) {
 	var wg sync.WaitGroup
-	for _, run := range runCSRs {
-		wg.Go(run)
+	var started []string
+	if !c.flags.controllersDisabled() {
+		o, err := c.controllerOptions()
+		if err != nil {
+			return nil, err
+		}
+		cfg := rest.CopyConfig(cfg)
+		cfg.UserAgent = "sqlkube-controller-manager"
+		wg.Go(func() {
+			if err := manager.Run(ctx, cfg, o, true); err != nil && !errors.Is(err, context.Canceled) {
+				log.Error().Err(err).Msg("controller manager stopped")
+			}
+		})
+		started = append(started, "controller-manager")
 	}
-	wg.Go(func() { ns.Run(ctx, 2) })
-	wg.Go(func() { aggregation.Run(ctx, 1) })
-	wg.Go(func() { accounts.Run(ctx, 2) })
-	wg.Go(func() { quotas.Run(ctx, 2) })
-	if tokens != nil {
-		wg.Go(func() { tokens.Run(ctx, 1) })
+	if !c.flags.disableScheduler {
+		o := scheduler.NewOptions()
+		if err := o.Parse(c.flags.schedulerArgs); err != nil {
+			return nil, err
+		}
+		sc, err := o.Config()
+		if err != nil {
+			return nil, err
+		}
+		// In-process, the client's rate is not what limits the scheduler.
+		if !o.FlagSet().Changed("kube-api-qps") && sc.ClientConnection.QPS == 50 {
+			sc.ClientConnection.QPS, sc.ClientConnection.Burst = 5000, 10000
+		}
+		cfg := rest.CopyConfig(cfg)
+		wg.Go(func() {
+			if err := scheduler.Run(ctx, cfg, sc, true); err != nil && !errors.Is(err, context.Canceled) {
+				log.Error().Err(err).Msg("scheduler stopped")
+			}
+		})
+		started = append(started, "scheduler")
 	}
-	if publisher != nil {
-		wg.Go(func() { publisher.Run(ctx, 1) })
-	}
-	log.Info().Strs("controllers", names).Msg("controllers started")
-	return func() {
-		wg.Wait()
-		factory.Shutdown()
-	}, nil
+	log.Info().Strs("components", started).Str("controllers", strings.Join(c.flags.controllers, ",")).Msg("control-plane components started (each leads through its Lease in kube-system)")
+	return wg.Wait, nil
 }

@@ -32,6 +32,7 @@ import (
 	"github.com/sqlkube/sqlkube/apiserver/pki"
 	"github.com/sqlkube/sqlkube/etcdshim"
 	"github.com/sqlkube/sqlkube/etcdshim/sqlstore"
+	"github.com/sqlkube/sqlkube/node/fake"
 	"github.com/sqlkube/sqlkube/storage"
 )
 
@@ -60,6 +61,8 @@ type apiFlags struct {
 	auditPolicy       string
 	// admission
 	disableAdmission []string
+	// fakeNodes simulated nodes run in-process (`sqlkube server` only).
+	fakeNodes int
 }
 
 func addAPIFlags(fl *pflag.FlagSet, f *apiFlags) {
@@ -100,6 +103,7 @@ func loadSigner(path string) (crypto.Signer, error) {
 
 type serverFlags struct {
 	api                apiFlags
+	components         componentFlags
 	datastore          string
 	etcdListenAddress  string
 	etcdClientCertAuth bool
@@ -121,8 +125,10 @@ func newServerCommand(lf *logFlags) *cobra.Command {
 	}
 	fl := cmd.Flags()
 	addAPIFlags(fl, &f.api)
+	addComponentFlags(fl, &f.components)
 	fl.StringVar(&f.datastore, "datastore", "", "datastore DSN (default: sqlite://DATA_DIR/state.db)")
 	fl.StringVar(&f.etcdListenAddress, "etcd-listen-address", "", "also serve the etcd API here for other tools (empty: off); off this host, over TLS with client certificates generated under DATA_DIR/tls")
+	fl.IntVar(&f.api.fakeNodes, "fake-nodes", 0, "also run this many simulated nodes in-process (as `sqlkube node --fake`: fake-0 …)")
 	fl.BoolVar(&f.etcdClientCertAuth, "etcd-client-cert-auth", false, "require TLS client certificates on --etcd-listen-address even on a loopback address or unix socket")
 	return cmd
 }
@@ -171,6 +177,9 @@ func signalContext(ctx context.Context) (context.Context, context.CancelFunc) {
 
 // runServer runs `sqlkube server` until ctx ends or SIGINT/SIGTERM.
 func runServer(ctx context.Context, f *serverFlags, log zerolog.Logger, out io.Writer) error {
+	if f.api.fakeNodes < 0 {
+		return fmt.Errorf("--fake-nodes %d: must not be negative", f.api.fakeNodes)
+	}
 	ctx, stop := signalContext(ctx)
 	defer stop()
 	start := time.Now()
@@ -209,7 +218,7 @@ func runServer(ctx context.Context, f *serverFlags, log zerolog.Logger, out io.W
 	}
 	client := storage.Local(etcd)
 	defer client.Close()
-	return serveAPI(ctx, &f.api, client, store.Describe(), start, log, out, true)
+	return serveAPI(ctx, &f.api, client, store.Describe(), start, log, out, &components{flags: &f.components})
 }
 
 // runAPIServer runs `sqlkube apiserver`.
@@ -233,7 +242,7 @@ func runAPIServer(ctx context.Context, f *apiserverFlags, log zerolog.Logger, ou
 		defer etcd.Stop(5 * time.Second)
 		client := storage.Local(etcd)
 		defer client.Close()
-		return serveAPI(ctx, &f.api, client, store.Describe(), start, log, out, false)
+		return serveAPI(ctx, &f.api, client, store.Describe(), start, log, out, nil)
 	}
 	var tlsCfg *tls.Config
 	if f.etcdCAFile != "" || f.etcdCert != "" {
@@ -258,16 +267,15 @@ func runAPIServer(ctx context.Context, f *apiserverFlags, log zerolog.Logger, ou
 		return err
 	}
 	defer client.Close()
-	return serveAPI(ctx, &f.api, client, strings.Join(f.etcdServers, ","), start, log, out, false)
+	return serveAPI(ctx, &f.api, client, strings.Join(f.etcdServers, ","), start, log, out, nil)
 }
 
 // serveAPI serves the Kubernetes API over client until ctx ends: TLS from
 // the operator's files or the generated PKI, the admin kubeconfig when the
 // PKI is ours, a clean shutdown (watches end, other requests finish). It
-// keeps the kubernetes service; withControllers also runs the in-process
-// controllers (`sqlkube server`; they need the generated admin
-// credentials).
-func serveAPI(ctx context.Context, f *apiFlags, client *kubernetes.Client, storageDesc string, start time.Time, log zerolog.Logger, out io.Writer, withControllers bool) error {
+// keeps the kubernetes service; with comps (`sqlkube server`) it also runs
+// the controller manager and the scheduler in-process.
+func serveAPI(ctx context.Context, f *apiFlags, client *kubernetes.Client, storageDesc string, start time.Time, log zerolog.Logger, out io.Writer, comps *components) error {
 	hosts := append(f.tlsSANs, f.bindAddress)
 	if ip, err := apiserver.KubernetesServiceIP(f.serviceIPs); err == nil {
 		hosts = append(hosts, ip.String()) // pods reach the API on it
@@ -355,22 +363,27 @@ func serveAPI(ctx context.Context, f *apiFlags, client *kubernetes.Client, stora
 	background.Go(func() {
 		api.RunKubernetesService(bgCtx, apiserver.KubernetesServiceOptions{Address: advertise, Port: l.Addr().(*net.TCPAddr).Port})
 	})
-	if withControllers {
-		// In-process controllers reach the API over the loopback client.
-		cfg := api.Loopback()
-		cfg.UserAgent = "sqlkube-controllers"
-		ctrlOpts := controllerOptions{ServiceAccountKey: saKey}
+	if comps != nil {
+		// In-process components reach the API over the loopback client.
+		comps.ServiceAccountKeyFile, comps.ServiceClusterIPRange = saKeyFile, f.serviceIPs
 		if ownPKI {
-			if ctrlOpts.RootCA, err = os.ReadFile(files.CACert); err != nil {
-				return err
-			}
-			ctrlOpts.ClientCACert, ctrlOpts.ClientCAKey = files.ClientCACert, files.ClientCAKey
+			comps.Files = &files
 		}
-		waitControllers, err := runControllers(bgCtx, cfg, log, ctrlOpts)
+		waitComponents, err := comps.run(bgCtx, api.Loopback(), log)
 		if err != nil {
 			return err
 		}
-		background.Go(waitControllers)
+		background.Go(waitComponents)
+	}
+	if comps != nil && f.fakeNodes > 0 {
+		// Simulated nodes, over the loopback client as the controllers.
+		cfg := api.Loopback()
+		cfg.UserAgent = "sqlkube-fake-node"
+		background.Go(func() {
+			if err := runFakeNodes(bgCtx, cfg, fake.Options{Count: f.fakeNodes}, log); err != nil {
+				log.Error().Err(err).Msg("simulated nodes stopped")
+			}
+		})
 	}
 	// The kubeconfig is in place before the address is announced.
 	kubeconfig := filepath.Join(f.dataDir, "kubeconfig")

@@ -1,0 +1,154 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/yaml"
+
+	"github.com/sqlkube/sqlkube/node/fake"
+)
+
+type nodeFlags struct {
+	fake          bool
+	kubeconfig    string
+	count         int
+	namePrefix    string
+	labels        string
+	taints        string
+	capacity      string
+	qps           float32
+	burst         int
+	printRBAC     bool
+	rbacUser      string
+	podStartDelay time.Duration
+}
+
+func newNodeCommand(lf *logFlags) *cobra.Command {
+	f := &nodeFlags{}
+	cmd := &cobra.Command{
+		Use:   "node --fake",
+		Short: "Run simulated nodes (--fake): Node objects with heartbeats whose bound pods run without containers",
+		Long: `node --fake registers --count Node objects (PREFIX0 … PREFIX(N-1)) through any
+Kubernetes API server and keeps them Ready with Leases and status updates as
+kubelets do. Pods bound to them run at once (no containers): Running with an
+IP, then Succeeded or Failed when annotated fake.sqlkube.io/succeed-after or
+fake.sqlkube.io/fail-after (a Job's pods succeed after 1s). Deleted pods are
+confirmed gone. SIGTERM stops the heartbeats; the Node objects stay.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if f.printRBAC {
+				return printFakeNodeRBAC(cmd.OutOrStdout(), f.rbacUser)
+			}
+			opts, cfg, err := f.options()
+			if err != nil {
+				return err
+			}
+			log, err := stderrLogger(lf)
+			if err != nil {
+				return err
+			}
+			ctx, stop := signalContext(cmd.Context())
+			defer stop()
+			return runFakeNodes(ctx, cfg, opts, log)
+		},
+	}
+	fl := cmd.Flags()
+	fl.BoolVar(&f.fake, "fake", false, "simulate the nodes (the only kind so far)")
+	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig of the API server (default: $KUBECONFIG)")
+	fl.IntVar(&f.count, "count", 1, "number of nodes")
+	fl.StringVar(&f.namePrefix, "name-prefix", fake.DefaultNamePrefix, "node names are PREFIX0 … PREFIX(N-1)")
+	fl.StringVar(&f.labels, "node-labels", "", "extra node labels, k=v,...")
+	fl.StringVar(&f.taints, "node-taints", "", "node taints, key=value:Effect,...")
+	fl.StringVar(&f.capacity, "capacity", fake.DefaultCapacity, "each node's capacity and allocatable")
+	fl.DurationVar(&f.podStartDelay, "pod-start-delay", 0, "how long a bound pod waits before it runs (e.g. 500ms)")
+	fl.Float32Var(&f.qps, "kube-api-qps", 5000, "client requests per second to the API server")
+	fl.IntVar(&f.burst, "kube-api-burst", 10000, "client request burst")
+	fl.BoolVar(&f.printRBAC, "print-rbac", false, "print the ClusterRole (and its binding to --rbac-user) a credential needs, for kubectl apply -f -, and exit")
+	fl.StringVar(&f.rbacUser, "rbac-user", fake.DefaultUser, "user --print-rbac binds")
+	return cmd
+}
+
+// options checks the flags and reads the kubeconfig.
+func (f *nodeFlags) options() (fake.Options, *rest.Config, error) {
+	var o fake.Options
+	if !f.fake {
+		return o, nil, errors.New("only simulated nodes are implemented: give --fake")
+	}
+	if f.count < 0 {
+		return o, nil, fmt.Errorf("--count %d: must not be negative", f.count)
+	}
+	if f.qps <= 0 || f.burst <= 0 {
+		return o, nil, errors.New("--kube-api-qps and --kube-api-burst must be positive")
+	}
+	var err error
+	if o.Labels, err = fake.ParseLabels(f.labels); err != nil {
+		return o, nil, fmt.Errorf("--node-labels: %w", err)
+	}
+	if o.Taints, err = fake.ParseTaints(f.taints); err != nil {
+		return o, nil, fmt.Errorf("--node-taints: %w", err)
+	}
+	if o.Capacity, err = fake.ParseCapacity(f.capacity); err != nil {
+		return o, nil, fmt.Errorf("--capacity: %w", err)
+	}
+	o.Count, o.NamePrefix, o.PodStartDelay = f.count, f.namePrefix, f.podStartDelay
+	path := f.kubeconfig
+	if path == "" {
+		path = os.Getenv(clientcmd.RecommendedConfigPathEnvVar)
+	}
+	if path == "" {
+		return o, nil, errors.New("give --kubeconfig (or set KUBECONFIG)")
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", path)
+	if err != nil {
+		return o, nil, fmt.Errorf("--kubeconfig: %w", err)
+	}
+	cfg.QPS, cfg.Burst = f.qps, f.burst
+	return o, cfg, nil
+}
+
+// runFakeNodes runs simulated nodes over cfg until ctx ends.
+func runFakeNodes(ctx context.Context, cfg *rest.Config, opts fake.Options, log zerolog.Logger) error {
+	cfg = rest.CopyConfig(cfg)
+	cfg.ContentType = runtime.ContentTypeProtobuf
+	cfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
+	if cfg.UserAgent == "" {
+		cfg.UserAgent = "sqlkube-fake-node"
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	opts.Client, opts.Logger = cs, log
+	sim, err := fake.New(opts)
+	if err != nil {
+		return err
+	}
+	return sim.Run(ctx)
+}
+
+func printFakeNodeRBAC(w io.Writer, user string) error {
+	for i, obj := range []any{fake.ClusterRole(), fake.ClusterRoleBinding(user)} {
+		b, err := yaml.Marshal(obj)
+		if err != nil {
+			return err
+		}
+		if i > 0 {
+			fmt.Fprintln(w, "---")
+		}
+		if _, err := w.Write(b); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,216 @@
+// Package manager runs Kubernetes' own controller manager
+// (k8s.io/kubernetes/cmd/kube-controller-manager/app) as a library: every
+// controller kube-controller-manager runs, chosen with its --controllers
+// syntax and configured with its flags, over any rest.Config (sqlkube
+// server's loopback, or a kubeconfig), under leader election on the Lease
+// kube-system/kube-controller-manager.
+package manager
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/spf13/pflag"
+	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	v1core "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/keyutil"
+	"k8s.io/controller-manager/pkg/clientbuilder"
+	controllerhealthz "k8s.io/controller-manager/pkg/healthz"
+	"k8s.io/klog/v2"
+	"k8s.io/kubernetes/cmd/kube-controller-manager/app"
+	kcmconfig "k8s.io/kubernetes/cmd/kube-controller-manager/app/config"
+	"k8s.io/kubernetes/cmd/kube-controller-manager/app/options"
+	"k8s.io/kubernetes/cmd/kube-controller-manager/names"
+	serviceaccountcontroller "k8s.io/kubernetes/pkg/controller/serviceaccount"
+	"k8s.io/kubernetes/pkg/serviceaccount"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/sqlkube/sqlkube/election"
+)
+
+// Options are kube-controller-manager's own options (every flag it takes
+// but those of its HTTPS endpoint, which sqlkube does not serve).
+type Options struct {
+	kcm   *options.KubeControllerManagerOptions
+	flags *pflag.FlagSet
+}
+
+// servedElsewhere are kube-controller-manager's flag sets sqlkube does not
+// take: its own HTTPS endpoint with delegated authentication, and klog's
+// options (sqlkube logs through zerolog).
+var servedElsewhere = map[string]bool{"secure serving": true, "authentication": true, "authorization": true, "logs": true, "metrics": true}
+
+// NewOptions returns kube-controller-manager's defaults.
+func NewOptions() (*Options, error) {
+	kcm, err := options.NewKubeControllerManagerOptions()
+	if err != nil {
+		return nil, err
+	}
+	kcm.SecureServing.BindPort = 0 // no HTTPS endpoint of its own
+	o := &Options{kcm: kcm, flags: pflag.NewFlagSet("kube-controller-manager", pflag.ContinueOnError)}
+	fss := kcm.Flags(app.KnownControllers(), app.ControllersDisabledByDefault(), app.ControllerAliases())
+	for _, name := range fss.Order {
+		if !servedElsewhere[name] {
+			o.flags.AddFlagSet(fss.FlagSets[name])
+		}
+	}
+	return o, nil
+}
+
+// FlagSet holds kube-controller-manager's flags (--controllers,
+// --leader-elect*, --node-monitor-grace-period, ...), to add to a command
+// or to Parse.
+func (o *Options) FlagSet() *pflag.FlagSet { return o.flags }
+
+// Parse sets options from kube-controller-manager style arguments
+// ("--controllers=*,-ttl-controller").
+func (o *Options) Parse(args []string) error {
+	if err := o.flags.Parse(args); err != nil {
+		return fmt.Errorf("controller manager: %w", err)
+	}
+	return nil
+}
+
+// Set sets one flag unless it was given explicitly.
+func (o *Options) Set(name, value string) error {
+	f := o.flags.Lookup(name)
+	if f == nil {
+		return fmt.Errorf("controller manager: no flag --%s", name)
+	}
+	if f.Changed {
+		return nil
+	}
+	return o.flags.Set(name, value)
+}
+
+// Kubeconfig is --kubeconfig's value ("" when not given).
+func (o *Options) Kubeconfig() string { return o.kcm.Generic.ClientConnection.Kubeconfig }
+
+// Run runs the enabled controllers over cfg until ctx ends. With leader
+// election on (the default, --leader-elect), they run only while this
+// process holds the Lease; recampaign keeps standing after losing it
+// instead of returning election.ErrLost.
+func Run(ctx context.Context, cfg *rest.Config, o *Options, recampaign bool) error {
+	all, disabled, aliases := app.KnownControllers(), app.ControllersDisabledByDefault(), app.ControllerAliases()
+	if err := o.kcm.Validate(all, disabled, aliases); err != nil {
+		return fmt.Errorf("controller manager: %w", err)
+	}
+	cfg = rest.CopyConfig(cfg)
+	cc := o.kcm.Generic.ClientConnection
+	cfg.QPS, cfg.Burst = cc.QPS, int(cc.Burst)
+	if cc.ContentType != "" {
+		cfg.ContentType = cc.ContentType
+	}
+	cfg.AcceptContentTypes = cc.AcceptContentTypes
+	client, err := kubernetes.NewForConfig(rest.AddUserAgent(cfg, options.KubeControllerManagerUserAgent))
+	if err != nil {
+		return fmt.Errorf("controller manager: %w", err)
+	}
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	c := &kcmconfig.Config{
+		Client: client, Kubeconfig: cfg, EventBroadcaster: broadcaster,
+		EventRecorder:            broadcaster.NewRecorder(clientgoscheme.Scheme, corev1.EventSource{Component: options.KubeControllerManagerUserAgent}),
+		ComponentGlobalsRegistry: o.kcm.ComponentGlobalsRegistry,
+	}
+	if err := o.kcm.ApplyTo(c, all, disabled, aliases); err != nil {
+		return fmt.Errorf("controller manager: %w", err)
+	}
+	completed := c.Complete()
+	broadcaster.StartRecordingToSink(&v1core.EventSinkImpl{Interface: client.CoreV1().Events("")})
+	defer broadcaster.Shutdown()
+
+	le := completed.ComponentConfig.Generic.LeaderElection
+	if !le.LeaderElect {
+		return runControllers(ctx, completed)
+	}
+	var runErr error
+	err = election.Run(ctx, election.Options{
+		Config: cfg, Namespace: le.ResourceNamespace, Name: le.ResourceName,
+		LeaseDuration: le.LeaseDuration.Duration, RenewDeadline: le.RenewDeadline.Duration, RetryPeriod: le.RetryPeriod.Duration,
+		Recampaign: recampaign,
+	}, func(ctx context.Context) {
+		if err := runControllers(ctx, completed); err != nil {
+			klog.FromContext(ctx).Error(err, "controller manager stopped")
+			runErr = err
+		}
+	})
+	if runErr != nil {
+		return runErr
+	}
+	return err
+}
+
+// runControllers starts every enabled controller, as kube-controller-
+// manager does once it leads, and blocks until ctx ends.
+func runControllers(ctx context.Context, c *kcmconfig.CompletedConfig) error {
+	root := clientbuilder.SimpleControllerClientBuilder{ClientConfig: c.Kubeconfig}
+	var builder clientbuilder.ControllerClientBuilder = root
+	if c.ComponentConfig.KubeCloudShared.UseServiceAccountCredentials {
+		builder = clientbuilder.NewDynamicClientBuilder(rest.AnonymousClientConfig(c.Kubeconfig), c.Client.CoreV1(), "kube-system")
+	}
+	cctx, err := app.CreateControllerContext(ctx, c, root, builder)
+	if err != nil {
+		return fmt.Errorf("controller manager: %w", err)
+	}
+	descriptors := app.NewControllerDescriptors()
+	// The service-account token controller comes first, with the root
+	// client, as upstream starts it (its descriptor cannot be built from
+	// outside kube-controller-manager's package).
+	if cctx.IsControllerEnabled(descriptors[names.ServiceAccountTokenController]) {
+		if err := startTokensController(ctx, cctx, root); err != nil {
+			return err
+		}
+	}
+	// Its placeholder descriptor (no client builder) must not be started.
+	delete(descriptors, names.ServiceAccountTokenController)
+	if err := app.StartControllers(ctx, cctx, descriptors, nil, controllerhealthz.NewMutableHealthzHandler()); err != nil {
+		return fmt.Errorf("controller manager: %w", err)
+	}
+	cctx.InformerFactory.Start(ctx.Done())
+	cctx.ObjectOrMetadataInformerFactory.Start(ctx.Done())
+	close(cctx.InformersStarted)
+	<-ctx.Done()
+	cctx.InformerFactory.Shutdown()
+	return nil
+}
+
+// startTokensController runs Kubernetes' tokens controller, which fills
+// kubernetes.io/service-account-token secrets, when
+// --service-account-private-key-file names a key.
+func startTokensController(ctx context.Context, cctx app.ControllerContext, root clientbuilder.ControllerClientBuilder) error {
+	sa := cctx.ComponentConfig.SAController
+	if sa.ServiceAccountKeyFile == "" {
+		klog.FromContext(ctx).Info("Controller is disabled because there is no private key", "controller", names.ServiceAccountTokenController)
+		return nil
+	}
+	key, err := keyutil.PrivateKeyFromFile(sa.ServiceAccountKeyFile)
+	if err != nil {
+		return fmt.Errorf("--service-account-private-key-file: %w", err)
+	}
+	var rootCA []byte
+	if sa.RootCAFile != "" {
+		if rootCA, err = os.ReadFile(sa.RootCAFile); err != nil {
+			return fmt.Errorf("--root-ca-file: %w", err)
+		}
+	} else {
+		rootCA = root.ConfigOrDie("tokens-controller").CAData
+	}
+	gen, err := serviceaccount.JWTTokenGenerator(serviceaccount.LegacyIssuer, key)
+	if err != nil {
+		return fmt.Errorf("service-account token generator: %w", err)
+	}
+	tokens, err := serviceaccountcontroller.NewTokensController(klog.FromContext(ctx), cctx.InformerFactory.Core().V1().ServiceAccounts(),
+		cctx.InformerFactory.Core().V1().Secrets(), root.ClientOrDie("tokens-controller"),
+		serviceaccountcontroller.TokensControllerOptions{TokenGenerator: gen, RootCA: rootCA})
+	if err != nil {
+		return fmt.Errorf("tokens controller: %w", err)
+	}
+	go tokens.Run(ctx, int(sa.ConcurrentSATokenSyncs))
+	cctx.InformerFactory.Start(ctx.Done())
+	return nil
+}

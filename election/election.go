@@ -1,0 +1,157 @@
+// Package election runs a component while it holds a coordination.k8s.io
+// Lease, as kube-controller-manager and kube-scheduler do: one active
+// instance among those sharing a cluster, the others waiting to take over.
+package election
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync/atomic"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	// leader_election_master_status on /metrics.
+	_ "k8s.io/component-base/metrics/prometheus/clientgo/leaderelection"
+)
+
+// ErrLost is returned by Run when the lease was lost and Options.Recampaign
+// is off.
+var ErrLost = errors.New("election: leader lease lost")
+
+// Options configure one election.
+type Options struct {
+	// Config reaches the API server holding the Lease (or Client, if set).
+	Config *rest.Config
+	Client kubernetes.Interface
+	// Namespace and Name name the Lease (kube-system/kube-scheduler, ...).
+	Namespace, Name string
+	// Identity is this candidate's holderIdentity (default: the host
+	// name, an underscore and a random UUID, as upstream components use).
+	Identity string
+	// LeaseDuration, RenewDeadline and RetryPeriod are client-go's
+	// (defaults 15 s, 10 s, 2 s, as kube-controller-manager's flags).
+	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+	// Recampaign makes Run stand again after losing the lease, once the
+	// component has stopped, instead of returning ErrLost. In-process
+	// components use it: a database hiccup must not end the server.
+	Recampaign bool
+	// OnLeading, if set, is told whenever this candidate starts (true) or
+	// stops (false) leading.
+	OnLeading func(leading bool)
+}
+
+// DefaultIdentity is the host name with a unique suffix, so two processes
+// on one host never share an identity.
+func DefaultIdentity() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "sqlkube"
+	}
+	return host + "_" + string(uuid.NewUUID())
+}
+
+func (o *Options) defaults() {
+	if o.Identity == "" {
+		o.Identity = DefaultIdentity()
+	}
+	if o.LeaseDuration == 0 {
+		o.LeaseDuration = 15 * time.Second
+	}
+	if o.RenewDeadline == 0 {
+		o.RenewDeadline = 10 * time.Second
+	}
+	if o.RetryPeriod == 0 {
+		o.RetryPeriod = 2 * time.Second
+	}
+}
+
+// Run calls lead with a context that ends when the lease is lost or ctx
+// ends, and returns once lead has returned: nil when ctx ended, ErrLost
+// when the lease was lost (unless Recampaign), or an error in the options.
+// The lease is released when ctx ends, so a standby takes over at once.
+func Run(ctx context.Context, opts Options, lead func(ctx context.Context)) error {
+	opts.defaults()
+	cs := opts.Client
+	if cs == nil {
+		var err error
+		if cs, err = kubernetes.NewForConfig(rest.AddUserAgent(rest.CopyConfig(opts.Config), "leader-election")); err != nil {
+			return fmt.Errorf("election: %w", err)
+		}
+	}
+	lease := &resourcelock.LeaseLock{
+		LeaseMeta:  metav1.ObjectMeta{Namespace: opts.Namespace, Name: opts.Name},
+		Client:     cs.CoordinationV1(),
+		LockConfig: resourcelock.ResourceLockConfig{Identity: opts.Identity},
+	}
+	for {
+		lock := &heldLock{Interface: lease}
+		done := make(chan struct{})
+		le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+			Lock:            lock,
+			LeaseDuration:   opts.LeaseDuration,
+			RenewDeadline:   opts.RenewDeadline,
+			RetryPeriod:     opts.RetryPeriod,
+			ReleaseOnCancel: true,
+			Name:            opts.Name,
+			Callbacks: leaderelection.LeaderCallbacks{
+				OnStartedLeading: func(ctx context.Context) {
+					defer close(done)
+					if opts.OnLeading != nil {
+						opts.OnLeading(true)
+						defer opts.OnLeading(false)
+					}
+					lead(ctx)
+				},
+				OnStoppedLeading: func() {},
+			},
+		})
+		if err != nil {
+			return fmt.Errorf("election: %w", err)
+		}
+		// Run returns when ctx ends or the lease is lost, having cancelled
+		// lead's context; it started lead (in a goroutine) if and only if
+		// it wrote the lease as its holder.
+		le.Run(ctx)
+		if lock.held.Load() {
+			<-done
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		if !opts.Recampaign {
+			return ErrLost
+		}
+	}
+}
+
+// heldLock records whether this candidate ever wrote the lease as its
+// holder, which client-go's elector does only on acquiring it.
+type heldLock struct {
+	resourcelock.Interface
+	held atomic.Bool
+}
+
+func (l *heldLock) Create(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
+	err := l.Interface.Create(ctx, ler)
+	l.record(ler, err)
+	return err
+}
+
+func (l *heldLock) Update(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
+	err := l.Interface.Update(ctx, ler)
+	l.record(ler, err)
+	return err
+}
+
+func (l *heldLock) record(ler resourcelock.LeaderElectionRecord, err error) {
+	if err == nil && ler.HolderIdentity == l.Identity() {
+		l.held.Store(true)
+	}
+}
