@@ -7,14 +7,13 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apiserver/pkg/admission"
-	genericadmissioninitializer "k8s.io/apiserver/pkg/admission/initializer"
 	"k8s.io/apiserver/pkg/admission/plugin/namespace/lifecycle"
+	policyvalidating "k8s.io/apiserver/pkg/admission/plugin/policy/validating"
 	"k8s.io/apiserver/pkg/admission/plugin/resourcequota"
-	quota "k8s.io/apiserver/pkg/quota/v1"
-	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	mutatingwebhook "k8s.io/apiserver/pkg/admission/plugin/webhook/mutating"
+	validatingwebhook "k8s.io/apiserver/pkg/admission/plugin/webhook/validating"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/kubernetes/pkg/api/legacyscheme"
-	quotainstall "k8s.io/kubernetes/pkg/quota/v1/install"
 	"k8s.io/kubernetes/plugin/pkg/admission/limitranger"
 	"k8s.io/kubernetes/plugin/pkg/admission/priority"
 	"k8s.io/kubernetes/plugin/pkg/admission/security/podsecurity"
@@ -45,9 +44,13 @@ var admissionOrder = []string{
 	serviceaccount.PluginName, // ServiceAccount
 	// NodeRestriction goes here (with the Node authorizer): after
 	// ServiceAccount, before PodSecurity, as upstream.
-	podsecurity.PluginName,   // PodSecurity
-	priority.PluginName,      // Priority
-	resourcequota.PluginName, // ResourceQuota, last, as upstream
+	podsecurity.PluginName, // PodSecurity
+	priority.PluginName,    // Priority
+	// Webhooks, policies and quota go at the end, as upstream.
+	mutatingwebhook.PluginName,   // MutatingAdmissionWebhook
+	policyvalidating.PluginName,  // ValidatingAdmissionPolicy
+	validatingwebhook.PluginName, // ValidatingAdmissionWebhook
+	resourcequota.PluginName,     // ResourceQuota, last, as upstream
 }
 
 // DefaultAdmissionPlugins are the admission plugins a server runs unless
@@ -88,11 +91,13 @@ func (s *Server) newAdmission(client kubernetes.Interface, stop <-chan struct{})
 	serviceaccount.Register(plugins)
 	podsecurity.Register(plugins)
 	priority.Register(plugins)
+	mutatingwebhook.Register(plugins)
+	policyvalidating.Register(plugins)
+	validatingwebhook.Register(plugins)
 	resourcequota.Register(plugins)
-	initializers := admission.PluginInitializers{
-		// Dynamic client and REST mapper: none of these plugins wants one.
-		genericadmissioninitializer.New(client, nil, s.informers, s.authz, utilfeature.DefaultFeatureGate, stop, nil),
-		quotaInitializer{config: quotainstall.NewQuotaConfigurationForAdmission()},
+	initializers, err := s.admissionInitializers(client, stop)
+	if err != nil {
+		return nil, fmt.Errorf("apiserver: admission: %w", err)
 	}
 	chain, err := plugins.NewFromPlugins(names, noAdmissionConfig{}, initializers, nil)
 	if err != nil {
@@ -103,17 +108,6 @@ func (s *Server) newAdmission(client kubernetes.Interface, stop <-chan struct{})
 
 // admissionObjects are the schemes the plugins convert and default with.
 var admissionObjects = admission.NewObjectInterfacesFromScheme(legacyscheme.Scheme)
-
-// quotaInitializer gives ResourceQuota Kubernetes' quota evaluators (what
-// kube-apiserver's own initializer does). It must run after the generic
-// initializer, which sets the stop channel the evaluators need.
-type quotaInitializer struct{ config quota.Configuration }
-
-func (q quotaInitializer) Initialize(plugin admission.Interface) {
-	if wants, ok := plugin.(genericadmissioninitializer.WantsQuotaConfiguration); ok {
-		wants.SetQuotaConfiguration(q.config)
-	}
-}
 
 // noAdmissionConfig configures every plugin with its defaults (no
 // admission configuration file yet: PodSecurity defaults to privileged

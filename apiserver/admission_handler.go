@@ -2,6 +2,7 @@ package apiserver
 
 import (
 	"context"
+	"reflect"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -23,6 +24,33 @@ type admissionRequest struct {
 // admitting records a write's options for admission.
 func (h *handler) admitting(options runtime.Object, dryRun []string) {
 	h.adm = admissionRequest{options: options, dryRun: isDryRun(dryRun)}
+}
+
+// admissionOptions are a write's options as kube-apiserver hands them to
+// admission (and webhooks see them in AdmissionReview): typed
+// meta.k8s.io/v1, a patch's as the UpdateOptions (or, for an apply that
+// creates, CreateOptions) it becomes.
+func admissionOptions(op admission.Operation, options runtime.Object) runtime.Object {
+	var out runtime.Object
+	switch o := options.(type) {
+	case *metav1.PatchOptions:
+		if op == admission.Create {
+			out = &metav1.CreateOptions{DryRun: o.DryRun, FieldManager: o.FieldManager, FieldValidation: o.FieldValidation}
+		} else {
+			out = &metav1.UpdateOptions{DryRun: o.DryRun, FieldManager: o.FieldManager, FieldValidation: o.FieldValidation}
+		}
+	case *metav1.CreateOptions:
+		out = o.DeepCopy()
+	case *metav1.UpdateOptions:
+		out = o.DeepCopy()
+	case *metav1.DeleteOptions:
+		out = o.DeepCopy()
+	default:
+		return options
+	}
+	kind := reflect.TypeOf(out).Elem().Name()
+	out.GetObjectKind().SetGroupVersionKind(metav1.SchemeGroupVersion.WithKind(kind))
+	return out
 }
 
 // admitMutate runs the mutating admission plugins on obj (the served
@@ -73,7 +101,7 @@ func (h *handler) admissionAttributes(op admission.Operation, obj, old runtime.O
 	}
 	u, _ := request.UserFrom(h.ctx)
 	return admission.NewAttributesRecord(obj, oldIn, h.r.GVK, namespace, name,
-		h.r.GroupVersion().WithResource(h.r.Plural), h.info.Subresource, op, h.adm.options, h.adm.dryRun, u)
+		h.r.GroupVersion().WithResource(h.r.Plural), h.info.Subresource, op, admissionOptions(op, h.adm.options), h.adm.dryRun, u)
 }
 
 // admissionContext is the request's context with its warnings going to
