@@ -23,19 +23,24 @@ import (
 
 	admissionv1 "k8s.io/api/admission/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
+
+	"github.com/sqlkube/sqlkube/apiserver"
 )
 
 // webhookServer is an admission webhook over TLS with its own CA: paths
 // /label (adds the label webhook=touched), /deny (denies names starting
-// with "forbidden"), /slow (answers after 3s), /garbage (answers what is
+// with "forbidden"), /protect (denies deleting what is labelled
+// protected=true), /slow (answers after 3s), /garbage (answers what is
 // not an AdmissionReview). It records the requests it is sent.
 type webhookServer struct {
 	url      string // https://127.0.0.1:port
@@ -72,6 +77,12 @@ func newWebhookServerOn(t *testing.T, ip string) *webhookServer {
 		if strings.HasPrefix(req.Name, "forbidden") {
 			resp.Allowed = false
 			resp.Result = &metav1.Status{Code: http.StatusForbidden, Message: "names starting with forbidden are not allowed"}
+		}
+	}))
+	mux.HandleFunc("/protect", w.review(func(req *admissionv1.AdmissionRequest, resp *admissionv1.AdmissionResponse) {
+		if req.Operation == admissionv1.Delete && strings.Contains(string(req.OldObject.Raw), `"protected":"true"`) {
+			resp.Allowed = false
+			resp.Result = &metav1.Status{Message: "protected objects may not be deleted"}
 		}
 	}))
 	mux.HandleFunc("/slow", func(rw http.ResponseWriter, r *http.Request) {
@@ -478,4 +489,132 @@ func TestAdmissionWebhook_MalformedConfigurations(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestAdmissionWebhook_DeleteAndSubresources(t *testing.T) {
+	ctx := context.Background()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, _ := newServerWith(t, apiserver.Config{ServiceAccountKey: key})
+	cs := kubernetes.NewForConfigOrDie(cfg)
+	w := newWebhookServer(t)
+	createTestNamespace(t, cs, "subs")
+	protect := validatingHook("protect.example.com", "subs", w.clientConfig("/protect"), admissionregistrationv1.Fail)
+	protect.Rules = []admissionregistrationv1.RuleWithOperations{{
+		Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Delete},
+		Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"configmaps"}},
+	}}
+	subs := validatingHook("subresources.example.com", "subs", w.clientConfig("/deny"), admissionregistrationv1.Fail)
+	subs.Rules = []admissionregistrationv1.RuleWithOperations{{
+		Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+		Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods/binding", "pods/eviction", "serviceaccounts/token"}},
+	}, {
+		Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
+		Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"namespaces/finalize"}},
+	}}
+	// Namespaces are cluster-scoped: the selector matches the namespace
+	// itself.
+	createValidating(t, cs, "subresources", protect, subs)
+	for _, name := range []string{"kept", "gone", "probe"} {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"protected": "true"}}}
+		if name == "gone" {
+			cm.Labels = nil
+		}
+		if _, err := cs.CoreV1().ConfigMaps("subs").Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, "the webhooks", func() bool {
+		err := cs.CoreV1().ConfigMaps("subs").Delete(ctx, "probe", metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}})
+		return err != nil
+	})
+
+	t.Run("delete sees oldObject", func(t *testing.T) {
+		// A denial without a code is a 400, as upstream.
+		err := cs.CoreV1().ConfigMaps("subs").Delete(ctx, "kept", metav1.DeleteOptions{})
+		if !apierrors.IsBadRequest(err) || !strings.Contains(err.Error(), "protected objects may not be deleted") {
+			t.Fatalf("delete kept: %v, want 400 from the webhook", err)
+		}
+		if err := cs.CoreV1().ConfigMaps("subs").Delete(ctx, "gone", metav1.DeleteOptions{}); err != nil {
+			t.Fatalf("delete gone: %v", err)
+		}
+		req := w.last("gone")
+		if req == nil || req.Operation != admissionv1.Delete || !strings.Contains(string(req.OldObject.Raw), `"name":"gone"`) ||
+			req.Object.Raw != nil || !strings.Contains(string(req.Options.Raw), `"kind":"DeleteOptions"`) {
+			t.Errorf("delete request: %+v", req)
+		}
+		err = cs.CoreV1().ConfigMaps("subs").DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
+		if !apierrors.IsBadRequest(err) {
+			t.Fatalf("deletecollection: %v, want 400 from the webhook", err)
+		}
+		if _, err := cs.CoreV1().ConfigMaps("subs").Get(ctx, "kept", metav1.GetOptions{}); err != nil {
+			t.Fatalf("kept after the denied deletions: %v", err)
+		}
+	})
+
+	t.Run("pods/binding and pods/eviction", func(t *testing.T) {
+		for _, name := range []string{"bound", "forbidden-bound"} {
+			if _, err := cs.CoreV1().Pods("subs").Create(ctx, simplePod(name), metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		bind := func(name string) error {
+			b := &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: name}, Target: corev1.ObjectReference{Kind: "Node", Name: "n1"}}
+			return cs.CoreV1().Pods("subs").Bind(ctx, b, metav1.CreateOptions{})
+		}
+		if err := bind("forbidden-bound"); !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "names starting with forbidden") {
+			t.Fatalf("bind forbidden-bound: %v, want 403 from the webhook", err)
+		}
+		if err := bind("bound"); err != nil {
+			t.Fatal(err)
+		}
+		req := w.last("bound")
+		if req == nil || req.SubResource != "binding" || req.Kind.Kind != "Binding" || req.Resource.Resource != "pods" {
+			t.Errorf("binding request: %+v", req)
+		}
+		ev := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: "forbidden-bound", Namespace: "subs"}}
+		if err := cs.PolicyV1().Evictions("subs").Evict(ctx, ev); !apierrors.IsForbidden(err) {
+			t.Fatalf("evict forbidden-bound: %v, want 403 from the webhook", err)
+		}
+		ev.Name = "bound"
+		if err := cs.PolicyV1().Evictions("subs").Evict(ctx, ev); err != nil {
+			t.Fatal(err)
+		}
+		if req := w.last("bound"); req == nil || req.SubResource != "eviction" || req.Kind != (metav1.GroupVersionKind{Group: "policy", Version: "v1", Kind: "Eviction"}) {
+			t.Errorf("eviction request: %+v", req)
+		}
+	})
+
+	t.Run("serviceaccounts/token", func(t *testing.T) {
+		for _, name := range []string{"robot", "forbidden-robot"} {
+			if _, err := cs.CoreV1().ServiceAccounts("subs").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		tr := &authenticationv1.TokenRequest{}
+		if _, err := cs.CoreV1().ServiceAccounts("subs").CreateToken(ctx, "forbidden-robot", tr, metav1.CreateOptions{}); !apierrors.IsForbidden(err) {
+			t.Fatalf("token for forbidden-robot: %v, want 403 from the webhook", err)
+		}
+		if _, err := cs.CoreV1().ServiceAccounts("subs").CreateToken(ctx, "robot", tr, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if req := w.last("robot"); req == nil || req.SubResource != "token" || req.Kind.Kind != "TokenRequest" || req.Kind.Group != "authentication.k8s.io" {
+			t.Errorf("token request: %+v", req)
+		}
+	})
+
+	t.Run("namespaces/finalize", func(t *testing.T) {
+		ns, err := cs.CoreV1().Namespaces().Get(ctx, "subs", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cs.CoreV1().Namespaces().Finalize(ctx, ns, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if req := w.last("subs"); req == nil || req.SubResource != "finalize" || req.Operation != admissionv1.Update || req.OldObject.Raw == nil {
+			t.Errorf("finalize request: %+v", req)
+		}
+	})
 }
