@@ -30,10 +30,19 @@ import (
 // served. A dry run is admitted like the real request, but ResourceQuota
 // charges nothing for it.
 //
+// Subresource writes with bodies of their own (pods/binding,
+// pods/eviction, serviceaccounts/token) are admitted with their body's
+// kind, namespaces/finalize as an update; validating admission of a delete
+// sees the stored object (oldObject), right before it is deleted.
+// Webhooks and ValidatingAdmissionPolicy: admission_webhook.go.
+//
 // Errors are the plugins' own: 403 Forbidden with their message (quota
 // exceeded, PodSecurity violations, a missing service account, a
 // terminating namespace), 404 for a namespace that does not exist, 422
-// for LimitRanger's min/max violations.
+// for LimitRanger's min/max violations and denying policies; a webhook's
+// denial has the webhook's code (400 without one), a webhook that cannot
+// be called (down, too slow, answering garbage) under failurePolicy Fail
+// is a 500 "failed calling webhook", as kube-apiserver answers.
 
 // admissionOrder is the order kube-apiserver runs the plugins sqlkube
 // enables (its AllOrderedPlugins), whatever order a configuration names
