@@ -5,6 +5,9 @@ import (
 	"io"
 	"slices"
 
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/admission/plugin/namespace/lifecycle"
@@ -115,8 +118,42 @@ func (s *Server) newAdmission(client kubernetes.Interface, stop <-chan struct{})
 	return chain, nil
 }
 
-// admissionObjects are the schemes the plugins convert and default with.
-var admissionObjects = admission.NewObjectInterfacesFromScheme(legacyscheme.Scheme)
+// newAdmissionObjects are the schemes the plugins convert and default
+// with, and which built-in resources are the same objects in other
+// versions (the same storage prefix, as kube-apiserver's
+// EquivalentResourceRegistry): a webhook or policy with matchPolicy
+// Equivalent on autoscaling/v2 HPAs sees autoscaling/v1 writes too,
+// converted to v2. Custom resources are left out: a CRD's other versions
+// would need conversion webhooks.
+func newAdmissionObjects(resources []*Resource) admission.ObjectInterfaces {
+	prefixes := map[schema.GroupResource]string{}
+	for _, r := range resources {
+		if r.Custom == nil && r.StoragePrefix != "" {
+			prefixes[r.GroupResource()] = r.StoragePrefix
+		}
+	}
+	equivalents := runtime.NewEquivalentResourceRegistryWithIdentity(func(gr schema.GroupResource) string {
+		return prefixes[gr] // "": the group and resource
+	})
+	for _, r := range resources {
+		if r.Custom != nil || r.virtual() {
+			continue
+		}
+		gvr := r.GVK.GroupVersion().WithResource(r.Plural)
+		equivalents.RegisterKindFor(gvr, "", r.GVK)
+		if r.Status {
+			equivalents.RegisterKindFor(gvr, "status", r.GVK)
+		}
+		if r.Scale {
+			equivalents.RegisterKindFor(gvr, "scale", autoscalingv1.SchemeGroupVersion.WithKind("Scale"))
+		}
+	}
+	scheme := legacyscheme.Scheme
+	return &admission.RuntimeObjectInterfaces{
+		ObjectCreater: scheme, ObjectTyper: scheme, ObjectDefaulter: scheme, ObjectConvertor: scheme,
+		EquivalentResourceMapper: equivalents,
+	}
+}
 
 // noAdmissionConfig configures every plugin with its defaults (no
 // admission configuration file yet: PodSecurity defaults to privileged

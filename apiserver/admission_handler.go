@@ -82,7 +82,7 @@ func (h *handler) admitMutate(op admission.Operation, obj, old runtime.Object) (
 		return obj, nil
 	}
 	in, converted := admissionVersion(obj)
-	if err := mutator.Admit(h.admissionContext(), h.admissionAttributes(op, in, old), admissionObjects); err != nil {
+	if err := mutator.Admit(h.admissionContext(), h.admissionAttributes(op, in, old), h.s.admissionObjects); err != nil {
 		return nil, err
 	}
 	if !converted {
@@ -106,7 +106,7 @@ func (h *handler) admitValidate(op admission.Operation, obj, old runtime.Object)
 		return nil
 	}
 	in, _ := admissionVersion(obj)
-	return validator.Validate(h.admissionContext(), h.admissionAttributes(op, in, old), admissionObjects)
+	return validator.Validate(h.admissionContext(), h.admissionAttributes(op, in, old), h.s.admissionObjects)
 }
 
 // admissionAttributes describes the request to the plugins: the

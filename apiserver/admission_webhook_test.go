@@ -24,6 +24,7 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -617,4 +618,37 @@ func TestAdmissionWebhook_DeleteAndSubresources(t *testing.T) {
 			t.Errorf("finalize request: %+v", req)
 		}
 	})
+}
+
+func TestAdmissionWebhook_MatchPolicyEquivalent(t *testing.T) {
+	ctx := context.Background()
+	cs := kubernetes.NewForConfigOrDie(newServer(t))
+	w := newWebhookServer(t)
+	createTestNamespace(t, cs, "hpas")
+	// The webhook names autoscaling/v2 only; matchPolicy is Equivalent by
+	// default.
+	hook := validatingHook("hpa.example.com", "hpas", w.clientConfig("/deny"), admissionregistrationv1.Fail)
+	hook.Rules = []admissionregistrationv1.RuleWithOperations{{
+		Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+		Rule:       admissionregistrationv1.Rule{APIGroups: []string{"autoscaling"}, APIVersions: []string{"v2"}, Resources: []string{"horizontalpodautoscalers"}},
+	}}
+	createValidating(t, cs, "hpa", hook)
+	hpa := func(name string) *autoscalingv1.HorizontalPodAutoscaler {
+		return &autoscalingv1.HorizontalPodAutoscaler{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec:       autoscalingv1.HorizontalPodAutoscalerSpec{ScaleTargetRef: autoscalingv1.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: "d"}, MaxReplicas: 4},
+		}
+	}
+	eventually(t, "the webhook to deny autoscaling/v1 writes", func() bool {
+		_, err := cs.AutoscalingV1().HorizontalPodAutoscalers("hpas").Create(ctx, hpa("forbidden-probe"), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		return apierrors.IsForbidden(err)
+	})
+	if _, err := cs.AutoscalingV1().HorizontalPodAutoscalers("hpas").Create(ctx, hpa("ok"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	req := w.last("ok")
+	if req == nil || req.Kind.Version != "v2" || req.RequestKind == nil || req.RequestKind.Version != "v1" ||
+		!strings.Contains(string(req.Object.Raw), `"apiVersion":"autoscaling/v2"`) {
+		t.Errorf("request: kind %v, requestKind %v, object %s; want the v1 write converted to v2", req.Kind, req.RequestKind, req.Object.Raw)
+	}
 }
