@@ -5,16 +5,18 @@ import (
 	"io"
 	"slices"
 
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apiserver/pkg/admission"
-	genericadmissioninitializer "k8s.io/apiserver/pkg/admission/initializer"
 	"k8s.io/apiserver/pkg/admission/plugin/namespace/lifecycle"
+	policyvalidating "k8s.io/apiserver/pkg/admission/plugin/policy/validating"
 	"k8s.io/apiserver/pkg/admission/plugin/resourcequota"
-	quota "k8s.io/apiserver/pkg/quota/v1"
-	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	mutatingwebhook "k8s.io/apiserver/pkg/admission/plugin/webhook/mutating"
+	validatingwebhook "k8s.io/apiserver/pkg/admission/plugin/webhook/validating"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/kubernetes/pkg/api/legacyscheme"
-	quotainstall "k8s.io/kubernetes/pkg/quota/v1/install"
 	"k8s.io/kubernetes/plugin/pkg/admission/limitranger"
 	"k8s.io/kubernetes/plugin/pkg/admission/priority"
 	"k8s.io/kubernetes/plugin/pkg/admission/security/podsecurity"
@@ -31,10 +33,19 @@ import (
 // served. A dry run is admitted like the real request, but ResourceQuota
 // charges nothing for it.
 //
+// Subresource writes with bodies of their own (pods/binding,
+// pods/eviction, serviceaccounts/token) are admitted with their body's
+// kind, namespaces/finalize as an update; validating admission of a delete
+// sees the stored object (oldObject), right before it is deleted.
+// Webhooks and ValidatingAdmissionPolicy: admission_webhook.go.
+//
 // Errors are the plugins' own: 403 Forbidden with their message (quota
 // exceeded, PodSecurity violations, a missing service account, a
 // terminating namespace), 404 for a namespace that does not exist, 422
-// for LimitRanger's min/max violations.
+// for LimitRanger's min/max violations and denying policies; a webhook's
+// denial has the webhook's code (400 without one), a webhook that cannot
+// be called (down, too slow, answering garbage) under failurePolicy Fail
+// is a 500 "failed calling webhook", as kube-apiserver answers.
 
 // admissionOrder is the order kube-apiserver runs the plugins sqlkube
 // enables (its AllOrderedPlugins), whatever order a configuration names
@@ -45,9 +56,13 @@ var admissionOrder = []string{
 	serviceaccount.PluginName, // ServiceAccount
 	// NodeRestriction goes here (with the Node authorizer): after
 	// ServiceAccount, before PodSecurity, as upstream.
-	podsecurity.PluginName,   // PodSecurity
-	priority.PluginName,      // Priority
-	resourcequota.PluginName, // ResourceQuota, last, as upstream
+	podsecurity.PluginName, // PodSecurity
+	priority.PluginName,    // Priority
+	// Webhooks, policies and quota go at the end, as upstream.
+	mutatingwebhook.PluginName,   // MutatingAdmissionWebhook
+	policyvalidating.PluginName,  // ValidatingAdmissionPolicy
+	validatingwebhook.PluginName, // ValidatingAdmissionWebhook
+	resourcequota.PluginName,     // ResourceQuota, last, as upstream
 }
 
 // DefaultAdmissionPlugins are the admission plugins a server runs unless
@@ -88,11 +103,13 @@ func (s *Server) newAdmission(client kubernetes.Interface, stop <-chan struct{})
 	serviceaccount.Register(plugins)
 	podsecurity.Register(plugins)
 	priority.Register(plugins)
+	mutatingwebhook.Register(plugins)
+	policyvalidating.Register(plugins)
+	validatingwebhook.Register(plugins)
 	resourcequota.Register(plugins)
-	initializers := admission.PluginInitializers{
-		// Dynamic client and REST mapper: none of these plugins wants one.
-		genericadmissioninitializer.New(client, nil, s.informers, s.authz, utilfeature.DefaultFeatureGate, stop, nil),
-		quotaInitializer{config: quotainstall.NewQuotaConfigurationForAdmission()},
+	initializers, err := s.admissionInitializers(client, stop)
+	if err != nil {
+		return nil, fmt.Errorf("apiserver: admission: %w", err)
 	}
 	chain, err := plugins.NewFromPlugins(names, noAdmissionConfig{}, initializers, nil)
 	if err != nil {
@@ -101,17 +118,40 @@ func (s *Server) newAdmission(client kubernetes.Interface, stop <-chan struct{})
 	return chain, nil
 }
 
-// admissionObjects are the schemes the plugins convert and default with.
-var admissionObjects = admission.NewObjectInterfacesFromScheme(legacyscheme.Scheme)
-
-// quotaInitializer gives ResourceQuota Kubernetes' quota evaluators (what
-// kube-apiserver's own initializer does). It must run after the generic
-// initializer, which sets the stop channel the evaluators need.
-type quotaInitializer struct{ config quota.Configuration }
-
-func (q quotaInitializer) Initialize(plugin admission.Interface) {
-	if wants, ok := plugin.(genericadmissioninitializer.WantsQuotaConfiguration); ok {
-		wants.SetQuotaConfiguration(q.config)
+// newAdmissionObjects are the schemes the plugins convert and default
+// with, and which built-in resources are the same objects in other
+// versions (the same storage prefix, as kube-apiserver's
+// EquivalentResourceRegistry): a webhook or policy with matchPolicy
+// Equivalent on autoscaling/v2 HPAs sees autoscaling/v1 writes too,
+// converted to v2. Custom resources are left out: a CRD's other versions
+// would need conversion webhooks.
+func newAdmissionObjects(resources []*Resource) admission.ObjectInterfaces {
+	prefixes := map[schema.GroupResource]string{}
+	for _, r := range resources {
+		if r.Custom == nil && r.StoragePrefix != "" {
+			prefixes[r.GroupResource()] = r.StoragePrefix
+		}
+	}
+	equivalents := runtime.NewEquivalentResourceRegistryWithIdentity(func(gr schema.GroupResource) string {
+		return prefixes[gr] // "": the group and resource
+	})
+	for _, r := range resources {
+		if r.Custom != nil || r.virtual() {
+			continue
+		}
+		gvr := r.GVK.GroupVersion().WithResource(r.Plural)
+		equivalents.RegisterKindFor(gvr, "", r.GVK)
+		if r.Status {
+			equivalents.RegisterKindFor(gvr, "status", r.GVK)
+		}
+		if r.Scale {
+			equivalents.RegisterKindFor(gvr, "scale", autoscalingv1.SchemeGroupVersion.WithKind("Scale"))
+		}
+	}
+	scheme := legacyscheme.Scheme
+	return &admission.RuntimeObjectInterfaces{
+		ObjectCreater: scheme, ObjectTyper: scheme, ObjectDefaulter: scheme, ObjectConvertor: scheme,
+		EquivalentResourceMapper: equivalents,
 	}
 }
 

@@ -2,13 +2,16 @@ package apiserver
 
 import (
 	"context"
+	"reflect"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/warning"
+	"k8s.io/kubernetes/pkg/api/legacyscheme"
 )
 
 // admissionRequest is what a write tells admission about itself: its
@@ -18,11 +21,56 @@ import (
 type admissionRequest struct {
 	options runtime.Object
 	dryRun  bool
+	// kind is the body's kind where it is not the resource's
+	// (pods/binding, pods/eviction, serviceaccounts/token); empty: the
+	// resource's.
+	kind schema.GroupVersionKind
 }
 
 // admitting records a write's options for admission.
 func (h *handler) admitting(options runtime.Object, dryRun []string) {
 	h.adm = admissionRequest{options: options, dryRun: isDryRun(dryRun)}
+}
+
+// admittingAs is admitting for a write to a subresource whose body is of
+// another kind than the resource (a Binding to pods/binding, say).
+func (h *handler) admittingAs(kind schema.GroupVersionKind, options runtime.Object, dryRun []string) {
+	h.adm = admissionRequest{options: options, dryRun: isDryRun(dryRun), kind: kind}
+}
+
+// admissionKind is the kind of the objects admission sees.
+func (h *handler) admissionKind() schema.GroupVersionKind {
+	if h.adm.kind.Empty() {
+		return h.r.GVK
+	}
+	return h.adm.kind
+}
+
+// admissionOptions are a write's options as kube-apiserver hands them to
+// admission (and webhooks see them in AdmissionReview): typed
+// meta.k8s.io/v1, a patch's as the UpdateOptions (or, for an apply that
+// creates, CreateOptions) it becomes.
+func admissionOptions(op admission.Operation, options runtime.Object) runtime.Object {
+	var out runtime.Object
+	switch o := options.(type) {
+	case *metav1.PatchOptions:
+		if op == admission.Create {
+			out = &metav1.CreateOptions{DryRun: o.DryRun, FieldManager: o.FieldManager, FieldValidation: o.FieldValidation}
+		} else {
+			out = &metav1.UpdateOptions{DryRun: o.DryRun, FieldManager: o.FieldManager, FieldValidation: o.FieldValidation}
+		}
+	case *metav1.CreateOptions:
+		out = o.DeepCopy()
+	case *metav1.UpdateOptions:
+		out = o.DeepCopy()
+	case *metav1.DeleteOptions:
+		out = o.DeepCopy()
+	default:
+		return options
+	}
+	kind := reflect.TypeOf(out).Elem().Name()
+	out.GetObjectKind().SetGroupVersionKind(metav1.SchemeGroupVersion.WithKind(kind))
+	return out
 }
 
 // admitMutate runs the mutating admission plugins on obj (the served
@@ -34,13 +82,20 @@ func (h *handler) admitMutate(op admission.Operation, obj, old runtime.Object) (
 		return obj, nil
 	}
 	in, converted := admissionVersion(obj)
-	if err := mutator.Admit(h.admissionContext(), h.admissionAttributes(op, in, old), admissionObjects); err != nil {
+	if err := mutator.Admit(h.admissionContext(), h.admissionAttributes(op, in, old), h.s.admissionObjects); err != nil {
 		return nil, err
 	}
 	if !converted {
 		return in, nil
 	}
-	return fromInternal(in, h.r.New)
+	kind := h.admissionKind()
+	if kind == h.r.GVK {
+		return fromInternal(in, h.r.New)
+	}
+	return fromInternal(in, func() runtime.Object {
+		out, _ := legacyscheme.Scheme.New(kind) // a kind decoded from the body: the scheme knows it
+		return out
+	})
 }
 
 // admitValidate runs the validating admission plugins on obj (the object
@@ -51,16 +106,17 @@ func (h *handler) admitValidate(op admission.Operation, obj, old runtime.Object)
 		return nil
 	}
 	in, _ := admissionVersion(obj)
-	return validator.Validate(h.admissionContext(), h.admissionAttributes(op, in, old), admissionObjects)
+	return validator.Validate(h.admissionContext(), h.admissionAttributes(op, in, old), h.s.admissionObjects)
 }
 
 // admissionAttributes describes the request to the plugins: the
-// resource's served kind and version, the object's name and namespace
-// (the request's for a delete), the user, the options and dry run.
+// resource's served kind and version (the body's for pods/binding and
+// the like), the object's name and namespace (the request's for a delete
+// and a subresource), the user, the options and dry run.
 func (h *handler) admissionAttributes(op admission.Operation, obj, old runtime.Object) admission.Attributes {
 	oldIn, _ := admissionVersion(old)
 	name, namespace := h.info.Name, h.info.Namespace
-	if obj != nil {
+	if obj != nil && (h.info.Subresource == "" || name == "") {
 		if m, err := meta.Accessor(obj); err == nil {
 			name = m.GetName()
 			if h.r.Namespaced {
@@ -68,12 +124,18 @@ func (h *handler) admissionAttributes(op admission.Operation, obj, old runtime.O
 			}
 		}
 	}
-	if !h.r.Namespaced {
+	switch {
+	case isNamespaces(h.r):
+		// A namespace's own namespace is its name (the URL's, none on
+		// create), as kube-apiserver's request info has it: webhooks'
+		// namespaceSelectors match it.
+		namespace = h.info.Name
+	case !h.r.Namespaced:
 		namespace = ""
 	}
 	u, _ := request.UserFrom(h.ctx)
-	return admission.NewAttributesRecord(obj, oldIn, h.r.GVK, namespace, name,
-		h.r.GroupVersion().WithResource(h.r.Plural), h.info.Subresource, op, h.adm.options, h.adm.dryRun, u)
+	return admission.NewAttributesRecord(obj, oldIn, h.admissionKind(), namespace, name,
+		h.r.GroupVersion().WithResource(h.r.Plural), h.info.Subresource, op, admissionOptions(op, h.adm.options), h.adm.dryRun, u)
 }
 
 // admissionContext is the request's context with its warnings going to
@@ -140,13 +202,20 @@ func (h *handler) prepareUpdate(existing, updated runtime.Object) (runtime.Objec
 	return out, ttl, nil
 }
 
-// admitDelete admits a delete (or, with no name, a deletecollection) with
-// opts: NamespaceLifecycle refuses to delete the system namespaces (403).
-// The plugins see no object, as kube-apiserver's mutating ones do.
+// admitDelete runs mutating admission on a delete (or, with no name, a
+// deletecollection) with opts: NamespaceLifecycle refuses to delete the
+// system namespaces (403). The plugins see no object, as kube-apiserver's
+// mutating ones do; validating admission runs on each object deleted
+// (validateDelete).
 func (h *handler) admitDelete(opts *metav1.DeleteOptions) error {
 	h.admitting(opts, opts.DryRun)
-	if _, err := h.admitMutate(admission.Delete, nil, nil); err != nil {
-		return err
-	}
-	return h.admitValidate(admission.Delete, nil, nil)
+	_, err := h.admitMutate(admission.Delete, nil, nil)
+	return err
+}
+
+// validateDelete runs validating admission on the deletion of existing
+// (the stored object: webhooks and policies see it as oldObject), as
+// kube-apiserver's store does right before it deletes or marks it.
+func (h *handler) validateDelete(_ context.Context, existing runtime.Object) error {
+	return h.admitValidate(admission.Delete, nil, existing)
 }

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apiserver/pkg/admission"
 	k8sstorage "k8s.io/apiserver/pkg/storage"
 	storeerr "k8s.io/apiserver/pkg/storage/errors"
 )
@@ -33,10 +34,15 @@ func (h *handler) bind() error {
 	if err != nil {
 		return h.fail(err)
 	}
-	b := obj.(*corev1.Binding)
 	if h.info.Name == "" { // the legacy bindings resource
-		h.info.Name = b.Name
+		h.info.Name = obj.(*corev1.Binding).Name
 	}
+	// Admission sees a create of pods/binding, kind Binding.
+	h.admittingAs(bindingGVK, &opts, opts.DryRun)
+	if obj, err = h.admitMutate(admission.Create, obj, nil); err != nil {
+		return h.fail(err)
+	}
+	b := obj.(*corev1.Binding)
 	if b.Name != h.info.Name {
 		return h.fail(apierrors.NewBadRequest("name in URL does not match name in Binding object"))
 	}
@@ -45,6 +51,9 @@ func (h *handler) bind() error {
 	}
 	if errs := validateBinding(b); len(errs) > 0 {
 		return h.fail(apierrors.NewInvalid(bindingGVK.GroupKind(), b.Name, errs))
+	}
+	if err := h.admitValidate(admission.Create, b, nil); err != nil {
+		return h.fail(err)
 	}
 	var pre *k8sstorage.Preconditions
 	if b.UID != "" || b.ResourceVersion != "" {

@@ -58,11 +58,14 @@ func (h *handler) deleteCollection() error {
 		one := h.forObject(m.GetNamespace(), m.GetName())
 		if isDryRun(opts.DryRun) {
 			if pre == nil || pre.Check(one.key(), item) == nil {
+				if err := one.validateDelete(h.ctx, item); err != nil {
+					return h.fail(err)
+				}
 				deleted = append(deleted, item)
 			}
 			continue
 		}
-		out, err := one.gracefulDelete(opts, pre)
+		out, err := one.gracefulDelete(opts, pre, one.validateDelete)
 		if apierrors.IsNotFound(err) {
 			continue
 		}

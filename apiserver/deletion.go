@@ -23,8 +23,13 @@ var errDeleteNow = errors.New("apiserver: delete now")
 // gets deletionTimestamp (and deletionGracePeriodSeconds) and stays until
 // its finalizers are removed or its node agent deletes it with grace 0;
 // anything else is removed at once. It returns the object as stored or as
-// deleted.
-func (h *handler) gracefulDelete(opts metav1.DeleteOptions, pre *k8sstorage.Preconditions) (runtime.Object, error) {
+// deleted. validate (nil: none) admits the deletion of the current object
+// (validating delete admission) right before it is written, as
+// kube-apiserver's store does.
+func (h *handler) gracefulDelete(opts metav1.DeleteOptions, pre *k8sstorage.Preconditions, validate k8sstorage.ValidateObjectFunc) (runtime.Object, error) {
+	if validate == nil {
+		validate = k8sstorage.ValidateAllObjectFunc
+	}
 	out := h.r.New()
 	err := h.st.GuaranteedUpdate(h.ctx, h.key(), out, false, pre, func(existing runtime.Object, _ k8sstorage.ResponseMeta) (runtime.Object, *uint64, error) {
 		m, err := meta.Accessor(existing)
@@ -43,7 +48,10 @@ func (h *handler) gracefulDelete(opts metav1.DeleteOptions, pre *k8sstorage.Prec
 		}
 		grace := h.gracePeriod(existing, opts)
 		if len(finalizers) == 0 && grace == 0 && !pendingSpecFinalizers(existing) {
-			return nil, nil, errDeleteNow
+			return nil, nil, errDeleteNow // validated by Delete
+		}
+		if err := validate(h.ctx, existing); err != nil {
+			return nil, nil, err
 		}
 		if m.GetDeletionTimestamp() != nil {
 			// Already being deleted: a shorter grace period may move the
@@ -73,7 +81,7 @@ func (h *handler) gracefulDelete(opts metav1.DeleteOptions, pre *k8sstorage.Prec
 	}, nil)
 	if errors.Is(err, errDeleteNow) {
 		deleted := h.r.New()
-		if err := h.st.Delete(h.ctx, h.key(), deleted, pre, k8sstorage.ValidateAllObjectFunc, nil, k8sstorage.DeleteOptions{}); err != nil {
+		if err := h.st.Delete(h.ctx, h.key(), deleted, pre, validate, nil, k8sstorage.DeleteOptions{}); err != nil {
 			return nil, storeerr.InterpretDeleteError(err, h.r.GroupResource(), h.info.Name)
 		}
 		h.releaseService(deleted)

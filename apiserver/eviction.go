@@ -56,6 +56,16 @@ func (h *handler) evict() error {
 	if err != nil {
 		return h.fail(err)
 	}
+	// Admission sees a create of pods/eviction, kind Eviction (in the
+	// version sent).
+	kind := policyv1.SchemeGroupVersion.WithKind("Eviction")
+	if _, ok := obj.(*policyv1beta1.Eviction); ok {
+		kind = policyv1beta1.SchemeGroupVersion.WithKind("Eviction")
+	}
+	h.admittingAs(kind, &opts, opts.DryRun)
+	if obj, err = h.admitMutate(admission.Create, obj, nil); err != nil {
+		return h.fail(err)
+	}
 	var name string
 	var del *metav1.DeleteOptions
 	switch e := obj.(type) {
@@ -66,6 +76,9 @@ func (h *handler) evict() error {
 	}
 	if name != h.info.Name {
 		return h.fail(apierrors.NewBadRequest("name in URL does not match name in Eviction object"))
+	}
+	if err := h.admitValidate(admission.Create, obj, nil); err != nil {
+		return h.fail(err)
 	}
 	// A node evicts only pods bound to it.
 	if err := h.admitNodeWrite(admission.Create, obj, nil, name); err != nil {
@@ -278,7 +291,7 @@ func (h *handler) evictPod(opts metav1.DeleteOptions, seenRV *string, pdbName st
 		}
 	}
 	if !isDryRun(opts.DryRun) {
-		if _, err := h.gracefulDelete(opts, pre); err != nil {
+		if _, err := h.gracefulDelete(opts, pre, nil); err != nil {
 			return h.fail(conflict(err))
 		}
 	}

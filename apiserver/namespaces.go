@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apiserver/pkg/admission"
 	k8sstorage "k8s.io/apiserver/pkg/storage"
 	storeerr "k8s.io/apiserver/pkg/storage/errors"
 )
@@ -74,6 +75,7 @@ func (h *handler) finalizeNamespace() error {
 	if errs := metav1validation.ValidateUpdateOptions(&opts); len(errs) > 0 {
 		return h.fail(apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "UpdateOptions"}, "", errs))
 	}
+	h.admitting(&opts, opts.DryRun)
 	obj, err := h.decodeBody()
 	if err != nil {
 		return h.fail(err)
@@ -97,8 +99,17 @@ func (h *handler) finalizeNamespace() error {
 			return nil, nil, apierrors.NewConflict(h.r.GroupResource(), h.info.Name,
 				fmt.Errorf("the object has been modified; please apply your changes to the latest version and try again"))
 		}
+		// Admission sees an update of namespaces/finalize: the body
+		// (mutated), then the namespace with only its finalizers changed.
+		mutated, err := h.admitMutate(admission.Update, want.DeepCopy(), cur)
+		if err != nil {
+			return nil, nil, err
+		}
 		updated := cur.DeepCopy()
-		updated.Spec.Finalizers = want.Spec.Finalizers
+		updated.Spec.Finalizers = mutated.(*corev1.Namespace).Spec.Finalizers
+		if err := h.admitValidate(admission.Update, updated, cur); err != nil {
+			return nil, nil, err
+		}
 		return updated, nil, nil
 	}
 	if isDryRun(opts.DryRun) {

@@ -589,9 +589,12 @@ func (h *handler) delete() error {
 				return h.fail(storeerr.InterpretDeleteError(err, h.r.GroupResource(), h.info.Name))
 			}
 		}
+		if err := h.validateDelete(h.ctx, existing); err != nil {
+			return h.fail(err)
+		}
 		return h.respond(http.StatusOK, existing)
 	}
-	out, err := h.gracefulDelete(opts, pre)
+	out, err := h.gracefulDelete(opts, pre, h.validateDelete)
 	if err != nil {
 		return h.fail(err)
 	}

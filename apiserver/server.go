@@ -119,8 +119,10 @@ type Server struct {
 	// (crd_controller.go).
 	crds *crdController
 	// admission is the chain of admission plugins (admission.go); nil
-	// admits everything.
-	admission admission.Interface
+	// admits everything. admissionObjects convert for it and know the
+	// built-in resources' equivalents.
+	admission        admission.Interface
+	admissionObjects admission.ObjectInterfaces
 }
 
 // New builds the server and its storage (a watch cache per resource).
@@ -135,6 +137,7 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, storages: map[*Resource]k8sstorage.Interface{}, stopping: make(chan struct{})}
 	s.registry = NewRegistry(slices.Concat(coreResources(), storageResources(), workloadResources(), groupResources(), eventResources(),
 		storageGroupResources(), s.clusterResources(), s.admissionResources(), certificateResources(), reviewResources(), []*Resource{crdResource()})...)
+	s.admissionObjects = newAdmissionObjects(s.registry.Resources())
 	if cfg.ServiceClusterIPRange == "" {
 		cfg.ServiceClusterIPRange = DefaultServiceClusterIPRange
 	}

@@ -46,6 +46,13 @@ func (h *handler) createToken() error {
 	if err != nil {
 		return h.fail(err)
 	}
+	// Admission sees a create of serviceaccounts/token, kind TokenRequest,
+	// defaulted (an hour) as decoding defaults it upstream.
+	defaultObject(obj)
+	h.admittingAs(tokenRequestGVK, &opts, opts.DryRun)
+	if obj, err = h.admitMutate(admission.Create, obj, nil); err != nil {
+		return h.fail(err)
+	}
 	req := obj.(*authenticationv1.TokenRequest)
 	if req.Spec.ExpirationSeconds == nil {
 		secs := int64(defaultTokenSeconds)
@@ -56,6 +63,9 @@ func (h *handler) createToken() error {
 	}
 	if errs := validateTokenRequest(req); len(errs) > 0 {
 		return h.fail(apierrors.NewInvalid(tokenRequestGVK.GroupKind(), h.info.Name, errs))
+	}
+	if err := h.admitValidate(admission.Create, req, nil); err != nil {
+		return h.fail(err)
 	}
 	// A node asks only for tokens bound to its own pods.
 	if err := h.admitNodeWrite(admission.Create, req, nil, h.info.Name); err != nil {

@@ -1,0 +1,82 @@
+package apiserver
+
+import (
+	"net/url"
+	"time"
+
+	"go.opentelemetry.io/otel/trace/noop"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apiserver/pkg/admission"
+	genericadmissioninitializer "k8s.io/apiserver/pkg/admission/initializer"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	"k8s.io/apiserver/pkg/util/proxy"
+	"k8s.io/apiserver/pkg/util/webhook"
+	cacheddiscovery "k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	listersv1 "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/restmapper"
+	controlplaneadmission "k8s.io/kubernetes/pkg/controlplane/apiserver/admission"
+)
+
+// Admission webhooks and ValidatingAdmissionPolicy are Kubernetes' own
+// plugins (MutatingAdmissionWebhook, ValidatingAdmissionPolicy,
+// ValidatingAdmissionWebhook), initialized as kube-apiserver initializes
+// them: the generic initializer with the loopback client, a dynamic
+// client and a discovery REST mapper (reset every 30s, and on a kind it
+// does not know); the webhook initializer with an authentication-info
+// resolver and a service resolver; the control plane's initializer with
+// the quota configuration and the resources expression-based admission
+// leaves alone (TokenReviews, SubjectAccessReviews, ...).
+//
+// A webhook's service reference resolves to one of the service's ready
+// endpoints (its EndpointSlices), as kube-apiserver does with
+// --enable-aggregator-routing: sqlkube runs no service proxy, so cluster
+// IPs are not routed. The TLS server name is the service's DNS name
+// (<name>.<namespace>.svc), checked against caBundle.
+
+// admissionInitializers are the plugin initializers, in kube-apiserver's
+// order. Call it before the informer factory starts (it requests
+// informers and indexers).
+func (s *Server) admissionInitializers(client kubernetes.Interface, stop <-chan struct{}) (admission.PluginInitializers, error) {
+	dynamicClient, err := dynamic.NewForConfig(s.loopback)
+	if err != nil {
+		return nil, err
+	}
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(cacheddiscovery.NewMemCacheClient(client.Discovery()))
+	go wait.Until(mapper.Reset, 30*time.Second, stop)
+	services, err := newEndpointServiceResolver(s)
+	if err != nil {
+		return nil, err
+	}
+	controlplane := controlplaneadmission.Config{LoopbackClientConfig: s.loopback, ExternalInformers: s.informers}
+	// No proxy transport, no egress selector: webhooks are dialled
+	// directly.
+	specific, err := controlplane.New(nil, nil, services, noop.NewTracerProvider())
+	if err != nil {
+		return nil, err
+	}
+	generic := genericadmissioninitializer.New(client, dynamicClient, s.informers, s.authz, utilfeature.DefaultFeatureGate, stop, mapper)
+	return append(admission.PluginInitializers{generic}, specific...), nil
+}
+
+// endpointServiceResolver resolves a service to one of its ready
+// endpoints (kube-aggregator's endpoint resolver).
+type endpointServiceResolver struct {
+	services listersv1.ServiceLister
+	slices   proxy.EndpointSliceGetter
+}
+
+var _ webhook.ServiceResolver = endpointServiceResolver{}
+
+func newEndpointServiceResolver(s *Server) (endpointServiceResolver, error) {
+	slices, err := proxy.NewEndpointSliceIndexerGetter(s.informers.Discovery().V1().EndpointSlices())
+	if err != nil {
+		return endpointServiceResolver{}, err
+	}
+	return endpointServiceResolver{services: s.informers.Core().V1().Services().Lister(), slices: slices}, nil
+}
+
+func (r endpointServiceResolver) ResolveEndpoint(namespace, name string, port int32) (*url.URL, error) {
+	return proxy.ResolveEndpoint(r.services, r.slices, namespace, name, port)
+}
