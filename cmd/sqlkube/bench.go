@@ -69,6 +69,7 @@ latency. Without --endpoints it starts sqlkube's etcd API in-process on
 			return err
 		},
 	}
+	cmd.AddCommand(newBenchDeploymentCommand(lf), newBenchSchedulerCommand(lf), newBenchIdleCommand(lf))
 	fl := cmd.Flags()
 	fl.StringVar(&endpoints, "endpoints", "", "comma-separated etcd endpoints (empty: an in-process sqlkube)")
 	fl.StringVar(&datastore, "datastore", "", "datastore of the in-process sqlkube (default: SQLite in a temporary directory)")
