@@ -164,3 +164,18 @@ func (s *Server) Upstream(dir, name string, extra ...string) (*Process, error) {
 	}
 	return Start(name, filepath.Join(dir, name), append(args, extra...), filepath.Join(s.DataDir, name+".log"), nil)
 }
+
+// sqlkubeComponent runs `sqlkube controller-manager` or `sqlkube
+// scheduler` (for kube-controller-manager or kube-scheduler) from the
+// server's own binary against s, with the flags Upstream gives the
+// upstream binary (less --secure-port, which they do not serve).
+func (s *Server) sqlkubeComponent(_, name string, extra ...string) (*Process, error) {
+	sub := map[string]string{"kube-controller-manager": "controller-manager", "kube-scheduler": "scheduler"}[name]
+	args := []string{sub, "--kubeconfig", s.Kubeconfig, "--leader-elect=false", "--log-level", "warn"}
+	if sub == "controller-manager" {
+		args = append(args, "--controllers=*",
+			"--service-account-private-key-file="+filepath.Join(s.DataDir, "tls", "sa.key"),
+			"--root-ca-file="+filepath.Join(s.DataDir, "tls", "ca.crt"))
+	}
+	return Start("sqlkube "+sub, s.cmd.Path, append(args, extra...), filepath.Join(s.DataDir, "sqlkube-"+sub+".log"), nil)
+}

@@ -51,8 +51,11 @@ func (s Setup) server(ctx context.Context, args ...string) (*Server, func(), err
 // "sqlkube" (sqlkube server's own controllers and scheduler), "upstream"
 // (sqlkube server --controllers=-* --disable-scheduler with
 // kube-controller-manager and kube-scheduler at their default client
-// rates) and "upstream-qps" (the same with RaisedQPS).
-var DeploymentVariants = []string{"sqlkube", "upstream", "upstream-qps"}
+// rates), "upstream-qps" (the same with RaisedQPS) and "sqlkube-split"
+// (the same layout with `sqlkube controller-manager` and `sqlkube
+// scheduler` processes, RaisedQPS: sqlkube's code, upstream's process
+// layout).
+var DeploymentVariants = []string{"sqlkube", "upstream", "upstream-qps", "sqlkube-split"}
 
 // RunDeploymentVariant runs RunDeployment once against variant on a new
 // server with nodes simulated nodes.
@@ -61,9 +64,9 @@ func (s Setup) RunDeploymentVariant(ctx context.Context, variant string, nodes, 
 	var extra []string
 	switch variant {
 	case "sqlkube":
-	case "upstream", "upstream-qps":
+	case "upstream", "upstream-qps", "sqlkube-split":
 		args = append(args, "--controllers=-*", "--disable-scheduler")
-		if variant == "upstream-qps" {
+		if variant != "upstream" {
 			extra = RaisedQPS
 		}
 	default:
@@ -76,7 +79,11 @@ func (s Setup) RunDeploymentVariant(ctx context.Context, variant string, nodes, 
 	defer stop()
 	if variant != "sqlkube" {
 		for _, name := range []string{"kube-controller-manager", "kube-scheduler"} {
-			p, err := srv.Upstream(s.KubeBinDir, name, extra...)
+			start := srv.Upstream
+			if variant == "sqlkube-split" {
+				start = srv.sqlkubeComponent
+			}
+			p, err := start(s.KubeBinDir, name, extra...)
 			if err != nil {
 				return DeploymentResult{}, err
 			}
