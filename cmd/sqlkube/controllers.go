@@ -55,6 +55,13 @@ func (f *componentFlags) controllersDisabled() bool {
 	return len(f.controllers) == 1 && f.controllers[0] == "-*"
 }
 
+// The client rate of the in-process controllers unless
+// --kube-controller-manager-arg gives one (the scheduler gets the same).
+const (
+	inProcessQPS   = "5000"
+	inProcessBurst = "10000"
+)
+
 // controllerOptions are kube-controller-manager's options for the
 // in-process controllers: the server's PKI and service ranges, then the
 // operator's --kube-controller-manager-arg flags, which win.
@@ -71,6 +78,13 @@ func (c *components) controllerOptions() (*manager.Options, error) {
 		"service-account-private-key-file": c.ServiceAccountKeyFile,
 		"service-cluster-ip-range":         c.ServiceClusterIPRange,
 		"cluster-name":                     "sqlkube",
+	}
+	// In-process, as for the scheduler, the client's rate is not what
+	// should limit the controllers: at kube-controller-manager's 20 QPS a
+	// ReplicaSet of 1,000 takes 50 s to create and as long to
+	// garbage-collect.
+	if fs := o.FlagSet(); !fs.Changed("kube-api-qps") && !fs.Changed("kube-api-burst") {
+		set["kube-api-qps"], set["kube-api-burst"] = inProcessQPS, inProcessBurst
 	}
 	if c.Files != nil {
 		// Client certificates (nodes', users') come from the client CA,

@@ -1,0 +1,237 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/sqlkube/sqlkube/scheduler"
+)
+
+// RaisedQPS are the client flags that take the client-side rate limit out
+// of the way (sqlkube server gives its in-process scheduler the same).
+var RaisedQPS = []string{"--kube-api-qps=5000", "--kube-api-burst=10000"}
+
+// Setup names the binaries a run uses.
+type Setup struct {
+	// Sqlkube is the sqlkube binary (the server runs from it).
+	Sqlkube string
+	// KubeBinDir holds kube-controller-manager and kube-scheduler.
+	KubeBinDir string
+	// TempDir is where each run's data directory goes (default: os.TempDir).
+	TempDir string
+	// Keep leaves each run's data directory (and the logs in it).
+	Keep bool
+}
+
+func (s Setup) server(ctx context.Context, args ...string) (*Server, func(), error) {
+	dir, err := os.MkdirTemp(s.TempDir, "sqlkube-bench-")
+	if err != nil {
+		return nil, nil, err
+	}
+	srv, err := StartServer(ctx, s.Sqlkube, dir, args...)
+	if err != nil {
+		return nil, nil, err
+	}
+	return srv, func() {
+		_ = srv.Stop()
+		if !s.Keep {
+			os.RemoveAll(dir)
+		}
+	}, nil
+}
+
+// DeploymentVariants are the control planes of the deployment benchmark:
+// "sqlkube" (sqlkube server's own controllers and scheduler), "upstream"
+// (sqlkube server --controllers=-* --disable-scheduler with
+// kube-controller-manager and kube-scheduler at their default client
+// rates), "upstream-qps" (the same with RaisedQPS) and "sqlkube-split"
+// (the same layout with `sqlkube controller-manager` and `sqlkube
+// scheduler` processes, RaisedQPS: sqlkube's code, upstream's process
+// layout).
+var DeploymentVariants = []string{"sqlkube", "upstream", "upstream-qps", "sqlkube-split"}
+
+// RunDeploymentVariant runs RunDeployment once against variant on a new
+// server with nodes simulated nodes.
+func (s Setup) RunDeploymentVariant(ctx context.Context, variant string, nodes, replicas int) (DeploymentResult, error) {
+	args := []string{"--fake-nodes", fmt.Sprint(nodes)}
+	var extra []string
+	switch variant {
+	case "sqlkube":
+	case "upstream", "upstream-qps", "sqlkube-split":
+		args = append(args, "--controllers=-*", "--disable-scheduler")
+		if variant != "upstream" {
+			extra = RaisedQPS
+		}
+	default:
+		return DeploymentResult{}, fmt.Errorf("cluster: unknown deployment variant %q (want one of %s)", variant, strings.Join(DeploymentVariants, ", "))
+	}
+	srv, stop, err := s.server(ctx, args...)
+	if err != nil {
+		return DeploymentResult{}, err
+	}
+	defer stop()
+	if variant != "sqlkube" {
+		for _, name := range []string{"kube-controller-manager", "kube-scheduler"} {
+			start := srv.Upstream
+			if variant == "sqlkube-split" {
+				start = srv.sqlkubeComponent
+			}
+			p, err := start(s.KubeBinDir, name, extra...)
+			if err != nil {
+				return DeploymentResult{}, err
+			}
+			defer p.Stop()
+		}
+	}
+	cfg, err := srv.RESTConfig()
+	if err != nil {
+		return DeploymentResult{}, err
+	}
+	return RunDeployment(ctx, cfg, nodes, replicas)
+}
+
+// SchedulerVariants are the schedulers of the scheduling benchmark:
+// "sqlkube" (sqlkube's scheduler package run inside the bench process,
+// over HTTPS with the server's admin kubeconfig and RaisedQPS, as
+// sqlkube server runs it in-process), "kube-scheduler" (the binary at its
+// default client rate: 50 QPS, burst 100) and "kube-scheduler-qps" (with
+// RaisedQPS).
+var SchedulerVariants = []string{"sqlkube", "kube-scheduler", "kube-scheduler-qps"}
+
+// SchedulingOptions are one run of the scheduling benchmark.
+type SchedulingOptions struct {
+	Nodes, Pods int
+	Shape       PodOptions
+	// Timeout bounds the wait for every pod to be bound (the result is
+	// then of the pods bound by then).
+	Timeout time.Duration
+	// OnStart and OnStop run around the scheduler (a CPU profile).
+	OnStart, OnStop func()
+}
+
+// SchedulingResult is one run of RunSchedulingVariant.
+type SchedulingResult struct {
+	Throughput
+	Bound int
+	// Setup is how long creating the nodes and pods took.
+	Setup time.Duration
+}
+
+// RunSchedulingVariant starts sqlkube server with only the API
+// (--controllers=-* --disable-scheduler), creates the nodes and the
+// unbound pods, then starts the scheduler and samples the bound pods
+// every second until all are bound.
+func (s Setup) RunSchedulingVariant(ctx context.Context, variant string, o SchedulingOptions) (SchedulingResult, error) {
+	var r SchedulingResult
+	if !containsString(SchedulerVariants, variant) {
+		return r, fmt.Errorf("cluster: unknown scheduler variant %q (want one of %s)", variant, strings.Join(SchedulerVariants, ", "))
+	}
+	srv, stop, err := s.server(ctx, "--controllers=-*", "--disable-scheduler")
+	if err != nil {
+		return r, err
+	}
+	defer stop()
+	cfg, err := srv.RESTConfig()
+	if err != nil {
+		return r, err
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return r, err
+	}
+	begin := time.Now()
+	if err := CreateNodes(ctx, cs, o.Nodes); err != nil {
+		return r, fmt.Errorf("cluster: creating nodes: %w", err)
+	}
+	if err := CreatePods(ctx, cs, o.Pods, o.Shape); err != nil {
+		return r, fmt.Errorf("cluster: creating pods: %w", err)
+	}
+	r.Setup = time.Since(begin)
+	pods, err := WatchPods(ctx, cs, SchedulingNamespace)
+	if err != nil {
+		return r, err
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	start := time.Now()
+	if o.OnStart != nil {
+		o.OnStart()
+	}
+	switch variant {
+	case "sqlkube":
+		done := make(chan error, 1)
+		if err := startSqlkubeScheduler(runCtx, srv.Kubeconfig, done); err != nil {
+			return r, err
+		}
+		defer func() { cancel(); <-done }()
+	default:
+		var extra []string
+		if variant == "kube-scheduler-qps" {
+			extra = RaisedQPS
+		}
+		p, err := srv.Upstream(s.KubeBinDir, "kube-scheduler", extra...)
+		if err != nil {
+			return r, err
+		}
+		defer p.Stop()
+	}
+	waitCtx, cancelWait := context.WithTimeout(ctx, o.Timeout)
+	defer cancelWait()
+	r.Throughput, r.Bound = pods.SampleBound(waitCtx, start, o.Pods)
+	if o.OnStop != nil {
+		o.OnStop()
+	}
+	return r, nil
+}
+
+// startSqlkubeScheduler runs sqlkube's scheduler package in this process
+// until ctx ends; done receives its result.
+func startSqlkubeScheduler(ctx context.Context, kubeconfig string, done chan<- error) error {
+	o := scheduler.NewOptions()
+	if err := o.Parse(append([]string{"--kubeconfig", kubeconfig, "--leader-elect=false"}, RaisedQPS...)); err != nil {
+		return err
+	}
+	sc, err := o.Config()
+	if err != nil {
+		return err
+	}
+	cfg, err := o.RESTConfig(sc)
+	if err != nil {
+		return err
+	}
+	go func() {
+		err := scheduler.Run(ctx, cfg, sc, false)
+		if errors.Is(err, context.Canceled) {
+			err = nil
+		}
+		done <- err
+	}()
+	return nil
+}
+
+func containsString(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// KubeBinaries reports whether dir holds the named executables.
+func KubeBinaries(dir string, names ...string) error {
+	for _, n := range names {
+		st, err := os.Stat(filepath.Join(dir, n))
+		if err != nil || st.Mode()&0o111 == 0 {
+			return fmt.Errorf("cluster: %s not found in %q (build it: go build -o %s k8s.io/kubernetes/cmd/%s)", n, dir, filepath.Join(dir, n), n)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,30 @@
+package main
+
+import "testing"
+
+func TestComponents_ControllerOptionsClientRate(t *testing.T) {
+	for _, tc := range []struct {
+		name            string
+		args            []string
+		wantQPS, wantBu string
+	}{
+		{"in-process default", nil, inProcessQPS, inProcessBurst},
+		{"operator's qps", []string{"--kube-api-qps=25"}, "25", "30"},
+		{"operator's burst", []string{"--kube-api-burst=40"}, "20", "40"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &components{flags: &componentFlags{controllers: []string{"*"}, controllerArgs: tc.args}}
+			o, err := c.controllerOptions()
+			if err != nil {
+				t.Fatal(err)
+			}
+			fs := o.FlagSet()
+			if got := fs.Lookup("kube-api-qps").Value.String(); got != tc.wantQPS {
+				t.Errorf("kube-api-qps = %s, want %s", got, tc.wantQPS)
+			}
+			if got := fs.Lookup("kube-api-burst").Value.String(); got != tc.wantBu {
+				t.Errorf("kube-api-burst = %s, want %s", got, tc.wantBu)
+			}
+		})
+	}
+}
