@@ -94,8 +94,8 @@ func errorLines(log string) string {
 	return strings.Join(keep, "\n")
 }
 
-// poll calls cond every 200 ms until it returns true or timeout passes.
-func poll(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
+// pollState calls cond every 200 ms until it returns true or timeout passes.
+func pollState(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
@@ -125,7 +125,7 @@ func TestUpstream_KubeControllerManager(t *testing.T) {
 
 	// The namespace's service account and root CA come from
 	// kube-controller-manager's controllers.
-	poll(t, upstreamTimeout, "default service account", func() (bool, string) {
+	pollState(t, upstreamTimeout, "default service account", func() (bool, string) {
 		_, err := cs.CoreV1().ServiceAccounts("default").Get(ctx, "default", metav1.GetOptions{})
 		return err == nil, fmt.Sprint(err)
 	})
@@ -144,7 +144,7 @@ func TestUpstream_KubeControllerManager(t *testing.T) {
 	if _, err := cs.AppsV1().Deployments("default").Create(ctx, d, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, upstreamTimeout, "3 Running pods and an available Deployment", func() (bool, string) {
+	pollState(t, upstreamTimeout, "3 Running pods and an available Deployment", func() (bool, string) {
 		pods, err := cs.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
 		if err != nil {
 			return false, err.Error()
@@ -169,7 +169,7 @@ func TestUpstream_KubeControllerManager(t *testing.T) {
 	if err := cs.AppsV1().Deployments("default").Delete(ctx, "web", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, upstreamTimeout, "pods gone after the Deployment's delete", func() (bool, string) {
+	pollState(t, upstreamTimeout, "pods gone after the Deployment's delete", func() (bool, string) {
 		pods, err := cs.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
 		if err != nil {
 			return false, err.Error()
@@ -198,7 +198,7 @@ func TestUpstream_KubeScheduler(t *testing.T) {
 	cfg.QPS, cfg.Burst = -1, 0
 	cs := kubernetes.NewForConfigOrDie(cfg)
 	ctx := context.Background()
-	poll(t, upstreamTimeout, "Ready nodes and the default service account", func() (bool, string) {
+	pollState(t, upstreamTimeout, "Ready nodes and the default service account", func() (bool, string) {
 		list, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -235,7 +235,7 @@ func TestUpstream_KubeScheduler(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
-	poll(t, upstreamTimeout, fmt.Sprintf("%d pods bound", pods), func() (bool, string) {
+	pollState(t, upstreamTimeout, fmt.Sprintf("%d pods bound", pods), func() (bool, string) {
 		list, err := cs.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=sched"})
 		if err != nil {
 			return false, err.Error()
