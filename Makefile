@@ -12,8 +12,11 @@ LDFLAGS := -X main.version=$(VERSION)
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/sqlkube ./cmd/sqlkube
 
+# RUN_ARGS are extra flags for the server, e.g. RUN_ARGS=--fake-nodes=3.
+RUN_ARGS ?=
+
 run: build
-	./bin/sqlkube server
+	./bin/sqlkube server $(RUN_ARGS)
 
 # test-deps installs the real clients the end-to-end tests drive (etcdctl
 # from Debian's etcd-client) when they are missing and we may install.
