@@ -215,6 +215,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	if err := proc.Resume(); err != nil {
 		return res, err
 	}
+	logf("burst: %d pods created, simulator resumed", o.Pods)
 	if err := waitCount(ctx, "burst pods Running", 2*o.Pods, logf, running); err != nil {
 		return res, err
 	}

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
-	_ "net/http/pprof" // served with the hidden --pprof-address
 	"os"
 	"time"
 
@@ -64,9 +62,11 @@ confirmed gone. SIGTERM stops the heartbeats; the Node objects stay.`,
 			ctx, stop := signalContext(cmd.Context())
 			defer stop()
 			if f.pprofAddress != "" {
-				srv := &http.Server{Addr: f.pprofAddress, Handler: http.DefaultServeMux, ReadHeaderTimeout: 10 * time.Second}
-				go func() { _ = srv.ListenAndServe() }()
-				defer srv.Close()
+				stopPprof, err := servePprof(f.pprofAddress)
+				if err != nil {
+					return err
+				}
+				defer stopPprof()
 			}
 			return runFakeNodes(ctx, cfg, opts, log)
 		},

@@ -63,6 +63,8 @@ type apiFlags struct {
 	disableAdmission []string
 	// fakeNodes simulated nodes run in-process (`sqlkube server` only).
 	fakeNodes int
+	// pprofAddress serves net/http/pprof (hidden; for profiling).
+	pprofAddress string
 }
 
 func addAPIFlags(fl *pflag.FlagSet, f *apiFlags) {
@@ -86,6 +88,8 @@ func addAPIFlags(fl *pflag.FlagSet, f *apiFlags) {
 	fl.StringVar(&f.saIssuer, "service-account-issuer", apiserver.DefaultServiceAccountIssuer, "issuer (and default audience) of service-account tokens")
 	fl.StringVar(&f.authorizationMode, "authorization-mode", apiserver.AuthorizationRBAC, "RBAC, or AlwaysAllow (development only)")
 	fl.StringSliceVar(&f.disableAdmission, "disable-admission-plugins", nil, fmt.Sprintf("admission plugins to turn off (all run by default, in this order: %s)", strings.Join(apiserver.DefaultAdmissionPlugins(), ",")))
+	fl.StringVar(&f.pprofAddress, "pprof-address", "", "serve net/http/pprof here (debugging)")
+	_ = fl.MarkHidden("pprof-address")
 }
 
 // loadSigner reads a PEM private key (RSA or ECDSA).
@@ -276,6 +280,13 @@ func runAPIServer(ctx context.Context, f *apiserverFlags, log zerolog.Logger, ou
 // keeps the kubernetes service; with comps (`sqlkube server`) it also runs
 // the controller manager and the scheduler in-process.
 func serveAPI(ctx context.Context, f *apiFlags, client *kubernetes.Client, storageDesc string, start time.Time, log zerolog.Logger, out io.Writer, comps *components) error {
+	if f.pprofAddress != "" {
+		stopPprof, err := servePprof(f.pprofAddress)
+		if err != nil {
+			return err
+		}
+		defer stopPprof()
+	}
 	hosts := append(f.tlsSANs, f.bindAddress)
 	if ip, err := apiserver.KubernetesServiceIP(f.serviceIPs); err == nil {
 		hosts = append(hosts, ip.String()) // pods reach the API on it
