@@ -5,7 +5,13 @@
 
 GO      ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS := -X main.version=$(VERSION)
+# The embedded Kubernetes components (the kubelet) report the version of
+# k8s.io/kubernetes in go.mod, as its own builds stamp it.
+K8S_VERSION := $(shell $(GO) list -m -f '{{.Version}}' k8s.io/kubernetes 2>/dev/null)
+K8S_MINOR   := $(word 2,$(subst ., ,$(K8S_VERSION)))
+LDFLAGS := -X main.version=$(VERSION) \
+	-X k8s.io/component-base/version.gitVersion=$(K8S_VERSION) \
+	-X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$(K8S_MINOR)
 
 .PHONY: run build test test-deps vet fmt bench
 
@@ -18,14 +24,23 @@ RUN_ARGS ?=
 run: build
 	./bin/sqlkube server $(RUN_ARGS)
 
-# test-deps installs the real clients the end-to-end tests drive (etcdctl
-# from Debian's etcd-client) when they are missing and we may install.
+# test-deps installs what the end-to-end tests drive when it is missing and
+# we may install (root with apt): etcdctl (etcd-client), and for the real
+# node containerd, runc, the CNI plugins and a static busybox for the
+# test image.
 test-deps:
-	@command -v etcdctl >/dev/null 2>&1 || { \
+	@missing=""; \
+	command -v etcdctl >/dev/null 2>&1 || missing="$$missing etcd-client"; \
+	command -v containerd >/dev/null 2>&1 || missing="$$missing containerd"; \
+	command -v runc >/dev/null 2>&1 || missing="$$missing runc"; \
+	[ -x /usr/lib/cni/bridge ] || [ -x /opt/cni/bin/bridge ] || missing="$$missing containernetworking-plugins"; \
+	[ -x /bin/busybox ] || missing="$$missing busybox-static"; \
+	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	    echo "installing etcd-client (etcdctl) for the end-to-end tests"; \
-	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq etcd-client) >/dev/null; \
-	  else echo "etcdctl not found: install Debian's etcd-client; its tests will skip"; fi; }
+	    echo "installing$$missing for the end-to-end tests"; \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing) >/dev/null; \
+	  else echo "missing for some end-to-end tests (they skip):$$missing (Debian packages)"; fi; \
+	fi
 
 test: test-deps
 	$(GO) vet ./...

@@ -26,12 +26,10 @@ var deliberateExtras = map[string]string{
 }
 
 // subresourcesNotServed are kube-apiserver's subresources sqlkube does not
-// serve yet: they reach the node agent (logs, exec, attach, port
-// forwarding, proxies) or change running pods (ephemeral containers,
-// resize).
+// serve yet: proxies to pods and services (they need the pod network), and
+// those that change running pods (ephemeral containers, resize).
 var subresourcesNotServed = map[string]string{
-	"v1 nodes/proxy": "node agent", "v1 pods/attach": "node agent", "v1 pods/exec": "node agent", "v1 pods/log": "node agent",
-	"v1 pods/portforward": "node agent", "v1 pods/proxy": "proxy", "v1 services/proxy": "proxy",
+	"v1 pods/proxy": "proxy", "v1 services/proxy": "proxy",
 	"v1 pods/ephemeralcontainers": "not yet", "v1 pods/resize": "not yet",
 }
 

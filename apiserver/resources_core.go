@@ -75,6 +75,10 @@ func coreResources() []*Resource {
 			GVK: gv.WithKind("Service"), Plural: "services", Singular: "service", ShortNames: []string{"svc"}, Categories: []string{"all"}, Namespaced: true,
 			New: func() runtime.Object { return &corev1.Service{} }, NewList: func() runtime.Object { return &corev1.ServiceList{} },
 			StoragePrefix: "/services/specs", Status: true,
+			Fields: func(obj runtime.Object) fields.Set {
+				svc := obj.(*corev1.Service)
+				return fields.Set{"spec.clusterIP": svc.Spec.ClusterIP, "spec.type": string(svc.Spec.Type)}
+			},
 		},
 		{
 			GVK: gv.WithKind("Endpoints"), Plural: "endpoints", Singular: "endpoints", ShortNames: []string{"ep"}, Namespaced: true,

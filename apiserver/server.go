@@ -5,6 +5,7 @@ import (
 	"crypto"
 	"errors"
 	"fmt"
+	kubeletclient "k8s.io/kubernetes/pkg/kubelet/client"
 	"net/http"
 	"slices"
 	"sync"
@@ -75,6 +76,11 @@ type Config struct {
 	// (all run by default), as kube-apiserver's
 	// --disable-admission-plugins.
 	DisableAdmissionPlugins []string
+	// KubeletClientCertFile and KubeletClientKeyFile are the server's
+	// client certificate towards kubelets (logs, exec, port-forward,
+	// node proxy); KubeletCAFile verifies the kubelets' serving
+	// certificates (empty: the system's roots).
+	KubeletClientCertFile, KubeletClientKeyFile, KubeletCAFile string
 }
 
 // Server serves the Kubernetes API.
@@ -86,9 +92,13 @@ type Server struct {
 	stops    []func()
 	ready    []func() bool
 	// stopping is closed when the server shuts down: watches end.
-	stopping  chan struct{}
-	stopOnce  sync.Once
-	compactor sqlstorage.StoppableCompactor
+	stopping chan struct{}
+	// kubelets reach nodes' kubelets (kubeletproxy.go), made at first use.
+	kubeletOnce sync.Once
+	kubelets    kubeletclient.ConnectionInfoGetter
+	kubeletErr  error
+	stopOnce    sync.Once
+	compactor   sqlstorage.StoppableCompactor
 	// clusterIPs and nodePorts hand out services' addresses and ports.
 	clusterIPs, nodePorts *reservations
 	openapi               *openapi.Builder

@@ -3,6 +3,7 @@ package apiserver
 import (
 	"context"
 	"fmt"
+	"k8s.io/apimachinery/pkg/api/meta"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -276,6 +277,19 @@ func strategyUpdate(ctx context.Context, r *Resource, subresource string, existi
 		return strategyResult{}, err
 	}
 	st.PrepareForUpdate(ctx, newIn, oldIn)
+	// As rest.BeforeUpdate after the strategy: an update never removes or
+	// changes a deletion timestamp or grace period (the pod status
+	// strategy clears them from its copy).
+	if oldMeta, err := meta.Accessor(oldIn); err == nil {
+		if newMeta, err := meta.Accessor(newIn); err == nil {
+			if !oldMeta.GetDeletionTimestamp().IsZero() {
+				newMeta.SetDeletionTimestamp(oldMeta.GetDeletionTimestamp())
+			}
+			if oldMeta.GetDeletionGracePeriodSeconds() != nil && newMeta.GetDeletionGracePeriodSeconds() == nil {
+				newMeta.SetDeletionGracePeriodSeconds(oldMeta.GetDeletionGracePeriodSeconds())
+			}
+		}
+	}
 	res := strategyResult{errs: st.ValidateUpdate(ctx, newIn, oldIn)}
 	if len(res.errs) == 0 {
 		res.warnings = st.WarningsOnUpdate(ctx, newIn, oldIn)

@@ -33,6 +33,14 @@ var extraSubresources = map[schema.GroupResource][]subresource{
 	{Resource: "pods"}: {
 		{Name: "binding", Kind: "Binding", Verbs: metav1.Verbs{"create"}, Serve: (*handler).bind},
 		{Name: "eviction", Kind: "Eviction", GroupVersion: schema.GroupVersion{Group: "policy", Version: "v1"}, Verbs: metav1.Verbs{"create"}, Serve: (*handler).evict},
+		// kubeletproxy.go: served by the pod's kubelet.
+		{Name: "attach", Kind: "PodAttachOptions", Verbs: metav1.Verbs{"create", "get"}, Serve: (*handler).podAttach},
+		{Name: "exec", Kind: "PodExecOptions", Verbs: metav1.Verbs{"create", "get"}, Serve: (*handler).podExec},
+		{Name: "log", Kind: "Pod", Verbs: metav1.Verbs{"get"}, Serve: (*handler).podLog},
+		{Name: "portforward", Kind: "PodPortForwardOptions", Verbs: metav1.Verbs{"create", "get"}, Serve: (*handler).podPortForward},
+	},
+	{Resource: "nodes"}: {
+		{Name: "proxy", Kind: "NodeProxyOptions", Verbs: metav1.Verbs{"create", "delete", "get", "patch", "update"}, Serve: (*handler).nodeProxy},
 	},
 	{Resource: "serviceaccounts"}: {
 		{Name: "token", Kind: "TokenRequest", GroupVersion: schema.GroupVersion{Group: "authentication.k8s.io", Version: "v1"}, Verbs: metav1.Verbs{"create"}, Serve: (*handler).createToken},

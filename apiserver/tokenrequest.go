@@ -54,6 +54,13 @@ func (h *handler) createToken() error {
 		return h.fail(err)
 	}
 	req := obj.(*authenticationv1.TokenRequest)
+	// A node asks only for tokens bound to its own pods, for audiences its
+	// pods name. NodeRestriction is a mutating plugin upstream, so it sees
+	// the request before the audiences are defaulted: no audience means
+	// the API server's own, which a pod's kube-api-access volume names.
+	if err := h.admitNodeWrite(admission.Create, req, nil, h.info.Name); err != nil {
+		return h.fail(err)
+	}
 	if req.Spec.ExpirationSeconds == nil {
 		secs := int64(defaultTokenSeconds)
 		req.Spec.ExpirationSeconds = &secs
@@ -65,10 +72,6 @@ func (h *handler) createToken() error {
 		return h.fail(apierrors.NewInvalid(tokenRequestGVK.GroupKind(), h.info.Name, errs))
 	}
 	if err := h.admitValidate(admission.Create, req, nil); err != nil {
-		return h.fail(err)
-	}
-	// A node asks only for tokens bound to its own pods.
-	if err := h.admitNodeWrite(admission.Create, req, nil, h.info.Name); err != nil {
 		return h.fail(err)
 	}
 	sa := &corev1.ServiceAccount{}

@@ -5,10 +5,12 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/sqlkube/sqlkube/internal/testbin"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -33,17 +35,12 @@ func runTests(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	root := filepath.Join("..", "..")
-	if out, err := exec.Command("go", "env", "GOMOD").Output(); err == nil && strings.TrimSpace(string(out)) != "" {
-		root = filepath.Dir(strings.TrimSpace(string(out)))
-	}
-	sqlkubeBin = filepath.Join(dir, "sqlkube")
-	build := exec.Command("go", "build", "-o", sqlkubeBin, "./cmd/sqlkube")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "e2e: go build ./cmd/sqlkube: %v\n%s", err, out)
+	bin, err := testbin.Build(dir)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
 		return 1
 	}
+	sqlkubeBin = bin
 	return m.Run()
 }
 
@@ -94,6 +91,11 @@ func startServer(t *testing.T, dataDir string) *server {
 // on a free port with its data in dataDir, and waits until it serves.
 func startCommand(t testing.TB, dataDir string, args ...string) *server {
 	t.Helper()
+	if len(args) > 0 && args[0] == "server" && !slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--disable-node") }) {
+		// A real node (kubelet and containerd) only where a test asks for
+		// one with --disable-node=false.
+		args = append(args, "--disable-node")
+	}
 	args = append(args, "--data-dir", dataDir, "--secure-port", "0", "--log-format", "json")
 	cmd := exec.Command(sqlkubeBin, args...)
 	stdout, err := cmd.StdoutPipe()

@@ -114,7 +114,7 @@ func StartServer(ctx context.Context, bin, dir string, args ...string) (*Server,
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	args = append([]string{"server", "--data-dir", dir, "--secure-port", "0"}, args...)
+	args = append([]string{"server", "--data-dir", dir, "--secure-port", "0", "--disable-node"}, args...)
 	lines := make(chan string, 16)
 	p, err := Start("sqlkube server", bin, args, filepath.Join(dir, "server.log"), lines)
 	if err != nil {

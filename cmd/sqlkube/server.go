@@ -65,6 +65,8 @@ type apiFlags struct {
 	fakeNodes int
 	// pprofAddress serves net/http/pprof (hidden; for profiling).
 	pprofAddress string
+	// node is this host's node (`sqlkube server` only; nil: none).
+	node *localNodeFlags
 }
 
 func addAPIFlags(fl *pflag.FlagSet, f *apiFlags) {
@@ -133,6 +135,8 @@ func newServerCommand(lf *logFlags) *cobra.Command {
 	fl.StringVar(&f.datastore, "datastore", "", "datastore DSN (default: sqlite://DATA_DIR/state.db)")
 	fl.StringVar(&f.etcdListenAddress, "etcd-listen-address", "", "also serve the etcd API here for other tools (empty: off); off this host, over TLS with client certificates generated under DATA_DIR/tls")
 	fl.IntVar(&f.api.fakeNodes, "fake-nodes", 0, "also run this many simulated nodes in-process (as `sqlkube node --fake`: fake-0 …)")
+	f.api.node = &localNodeFlags{}
+	addLocalNodeFlags(fl, f.api.node)
 	fl.BoolVar(&f.etcdClientCertAuth, "etcd-client-cert-auth", false, "require TLS client certificates on --etcd-listen-address even on a loopback address or unix socket")
 	return cmd
 }
@@ -323,7 +327,12 @@ func serveAPI(ctx context.Context, f *apiFlags, client *kubernetes.Client, stora
 		MaxRequestsInflight: f.maxInflight, MaxMutatingRequestsInflight: f.maxMutating,
 		TokenAuthFile: f.tokenAuthFile, ServiceAccountKey: saKey, ServiceAccountIssuer: f.saIssuer,
 		AuthorizationMode: f.authorizationMode, DisableAdmissionPlugins: f.disableAdmission,
+		KubeletCAFile: files.CACert,
 	}
+	if _, err := pki.EnsureKubeletClient(files.Dir); err != nil {
+		return fmt.Errorf("certificates: %w", err)
+	}
+	conf.KubeletClientCertFile, conf.KubeletClientKeyFile = files.KubeletClientCert(), files.KubeletClientKey()
 	if f.encryption != "" {
 		if conf.Transformers, err = apiserver.LoadEncryptionConfig(ctx, f.encryption); err != nil {
 			return err
@@ -396,6 +405,17 @@ func serveAPI(ctx context.Context, f *apiFlags, client *kubernetes.Client, stora
 		background.Go(func() {
 			if err := runFakeNodes(bgCtx, cfg, fake.Options{Count: f.fakeNodes}, log); err != nil {
 				log.Error().Err(err).Msg("simulated nodes stopped")
+			}
+		})
+	}
+	if f.node != nil && !f.node.disable {
+		nodeURL := "https://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(l.Addr().(*net.TCPAddr).Port))
+		if ip := net.ParseIP(f.bindAddress); ip != nil && !ip.IsUnspecified() {
+			nodeURL = url
+		}
+		background.Go(func() {
+			if err := runLocalNode(bgCtx, *f.node, f.dataDir, nodeURL, files, log); err != nil && bgCtx.Err() == nil {
+				log.Error().Err(err).Msg("this host's node stopped")
 			}
 		})
 	}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/sqlkube/sqlkube/internal/testbin"
 	"io"
 	"net"
 	"os"
@@ -41,31 +42,13 @@ func runTests(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	root, err := moduleRoot()
+	bin, err := testbin.Build(dir)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "e2e: find module root:", err)
-		return 1
-	}
-	bin := filepath.Join(dir, "sqlkube")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/sqlkube")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "e2e: go build ./cmd/sqlkube: %v\n%s", err, out)
+		fmt.Fprintln(os.Stderr, "e2e:", err)
 		return 1
 	}
 	sqlkubeBin = bin
 	return m.Run()
-}
-
-// moduleRoot is the directory of go.mod: from `go env GOMOD`, else two
-// levels up from this package.
-func moduleRoot() (string, error) {
-	if out, err := exec.Command("go", "env", "GOMOD").Output(); err == nil {
-		if gomod := strings.TrimSpace(string(out)); gomod != "" && gomod != os.DevNull {
-			return filepath.Dir(gomod), nil
-		}
-	}
-	return filepath.Abs(filepath.Join("..", ".."))
 }
 
 // etcdctlPath finds etcdctl. Without it the test is skipped, or fails under

@@ -1,0 +1,371 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sqlkube/sqlkube/node/containerd"
+	"github.com/sqlkube/sqlkube/node/images"
+)
+
+// testImage is the image the real-node tests run: Debian's static busybox
+// with its applets, made by node/images and imported (no registry here).
+const testImage = "sqlkube.local/busybox:e2e"
+
+// requireNodeHost skips the test (fails it under CI=true) unless this host
+// can run containers: root, containerd, runc, the CNI plugins and a static
+// busybox for the test image.
+func requireNodeHost(t *testing.T) {
+	t.Helper()
+	why := ""
+	if err := containerd.Missing(); err != nil {
+		why = err.Error()
+	} else if _, err := os.Stat("/usr/lib/cni/bridge"); err != nil {
+		if _, err := os.Stat("/opt/cni/bin/bridge"); err != nil {
+			why = "the CNI plugins are missing (Debian: containernetworking-plugins)"
+		}
+	}
+	if why == "" {
+		if _, err := exec.LookPath("ctr"); err != nil {
+			why = "ctr not found"
+		} else if _, err := os.Stat("/bin/busybox"); err != nil {
+			why = "/bin/busybox is missing (Debian: busybox-static)"
+		}
+	}
+	if why == "" {
+		return
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("real-node test: %s; CI must provide it (make test-deps installs it as root)", why)
+	}
+	t.Skipf("skipping the real-node test: %s", why)
+}
+
+// writeTestImage writes testImage's archive: busybox as /bin/*, /tmp.
+func writeTestImage(t *testing.T) string {
+	t.Helper()
+	bb, err := os.ReadFile("/bin/busybox")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := []images.File{{Path: "/bin/busybox", Data: bb, Mode: 0o755}, {Path: "/tmp", Dir: true, Mode: 0o1777}}
+	for _, applet := range []string{"sh", "sleep", "cat", "echo", "httpd", "ls", "hostname", "tar", "true", "false", "mkdir", "wget", "head"} {
+		files = append(files, images.File{Path: "/bin/" + applet, Link: "busybox"})
+	}
+	path := filepath.Join(t.TempDir(), "busybox.tar")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := images.WriteArchive(f, images.Image{Name: testImage, Files: files, Cmd: []string{"sh"}, Env: []string{"PATH=/bin"}}); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// freePort asks the OS for a free TCP port.
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// startNodeServer starts `sqlkube server` with its host's node (kubelet and
+// containerd), waits for the node to be Ready and imports testImage. At
+// cleanup it deletes every pod and waits for the runtime to hold no
+// container before the server stops, so no container outlives the test.
+func startNodeServer(t *testing.T, dataDir, node string) *server {
+	t.Helper()
+	port := freePort(t)
+	t.Cleanup(func() { unmountUnder(t, dataDir) }) // runs after the server stops
+	s := startCommand(t, dataDir, "server", "--disable-node=false", "--node-name", node, "--kubelet-arg=--port="+strconv.Itoa(port))
+	t.Cleanup(func() { s.removeAllPods(t) }) // runs before the server stops
+	kubectl := kubectlPath(t)
+	s.waitKubectl(t, kubectl, "True", "get", "node", node, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
+	s.sqlkube(t, "images", "import", writeTestImage(t))
+	return s
+}
+
+// runtimeContainers lists the runtime's containers (ctr, k8s.io namespace).
+func (s *server) runtimeContainers(t *testing.T) []string {
+	t.Helper()
+	out, err := exec.Command("ctr", "--address", containerd.Socket(filepath.Join(s.dataDir, "containerd")), "-n", containerd.Namespace, "containers", "ls", "-q").Output()
+	if err != nil {
+		t.Fatalf("ctr containers ls: %v", err)
+	}
+	return strings.Fields(string(out))
+}
+
+// removeAllPods deletes every pod in every namespace and waits until the
+// runtime has no container left.
+func (s *server) removeAllPods(t *testing.T) {
+	t.Helper()
+	if s.cmd.ProcessState != nil {
+		return
+	}
+	kubectl := kubectlPath(t)
+	_, _ = s.kubectl(t, kubectl, "delete", "deployments,pods", "--all", "--all-namespaces", "--grace-period=1", "--wait=false")
+	// The kubelet removes a pod from the API once its containers are gone
+	// and its volumes unmounted.
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		pods, _ := s.kubectl(t, kubectl, "get", "pods", "--all-namespaces", "-o", "name")
+		left := s.runtimeContainers(t)
+		if strings.TrimSpace(pods) == "" && len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("left behind: pods %q, containers %v", pods, left)
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// unmountUnder detaches every mount under dir (the kubelet bind-mounts its
+// root directory onto itself), deepest first, so the test's temporary
+// directory can be removed.
+func unmountUnder(t *testing.T, dir string) {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	var points []string
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) > 4 && (f[4] == dir || strings.HasPrefix(f[4], dir+"/")) {
+			points = append(points, f[4])
+		}
+	}
+	sort.Slice(points, func(i, j int) bool { return len(points[i]) > len(points[j]) })
+	for _, p := range points {
+		if err := syscall.Unmount(p, syscall.MNT_DETACH); err != nil {
+			t.Errorf("unmount %s: %v", p, err)
+		}
+	}
+}
+
+// kubectlPath is the machine's kubectl (skips or fails as kubectls does).
+func kubectlPath(t *testing.T) string {
+	t.Helper()
+	bins := kubectls(t)
+	for name, p := range bins {
+		if name == "kubectl" {
+			return p
+		}
+	}
+	for _, p := range bins {
+		return p
+	}
+	t.Fatal("no kubectl")
+	return ""
+}
+
+// TestKubectl_RealNode: the server's own node runs pods as containers,
+// and every kubectl command that talks to a pod works, with each kubectl.
+func TestKubectl_RealNode(t *testing.T) {
+	requireNodeHost(t)
+	s := startNodeServer(t, filepath.Join(t.TempDir(), "data"), "e2e-node")
+	kubectl := kubectlPath(t)
+
+	// The node: Ready, with the host's real capacity and this version.
+	cpus := s.mustKubectl(t, kubectl, "get", "node", "e2e-node", "-o", "jsonpath={.status.capacity.cpu}")
+	if want := strconv.Itoa(runtime.NumCPU()); cpus != want {
+		t.Errorf("node capacity cpu = %q, want the host's %s", cpus, want)
+	}
+	if v := s.mustKubectl(t, kubectl, "get", "node", "e2e-node", "-o", "jsonpath={.status.nodeInfo.kubeletVersion}"); !strings.HasPrefix(v, "v1.") {
+		t.Errorf("kubeletVersion %q", v)
+	}
+
+	s.mustKubectl(t, kubectl, "run", "c", "--image="+testImage, "--restart=Never", "--", "sh", "-c", "echo started; for i in 1 2 3; do echo tick $i; sleep 1; done; sleep 3600")
+	s.mustKubectl(t, kubectl, "run", "web", "--image="+testImage, "--restart=Never", "--", "sh", "-c", "mkdir -p /www && echo hello-web > /www/index.html && exec httpd -f -p 8080 -h /www")
+	s.mustKubectl(t, kubectl, "wait", "--for=condition=Ready", "pod/c", "pod/web", "--timeout=60s")
+	if ip := s.mustKubectl(t, kubectl, "get", "pod", "c", "-o", "jsonpath={.status.podIP}"); !strings.HasPrefix(ip, "10.42.") {
+		t.Errorf("pod IP %q is not from the node's pod CIDR", ip)
+	}
+
+	for name, bin := range kubectls(t) {
+		t.Run(name, func(t *testing.T) {
+			if out := strings.TrimSpace(s.mustKubectl(t, bin, "exec", "c", "--", "cat", "/etc/hostname")); out != "c" {
+				t.Errorf("exec cat /etc/hostname = %q, want c", out)
+			}
+			if out := s.kubectlStdin(t, bin, "from stdin\n", "exec", "-i", "c", "--", "cat"); out != "from stdin\n" {
+				t.Errorf("exec -i cat = %q", out)
+			}
+			if _, err := s.kubectl(t, bin, "exec", "c", "--", "false"); err == nil || !strings.Contains(err.Error(), "exit code 1") {
+				t.Errorf("exec false: %v, want exit code 1", err)
+			}
+			s.waitKubectl(t, bin, "started\ntick 1\ntick 2\ntick 3", "logs", "c")
+			if out := s.mustKubectl(t, bin, "logs", "c", "--tail=1"); strings.TrimSpace(out) != "tick 3" {
+				t.Errorf("logs --tail=1 = %q", out)
+			}
+			// cp: a file in and out again.
+			local := filepath.Join(t.TempDir(), "in.txt")
+			writeFile(t, local, "copied "+name+"\n")
+			s.mustKubectl(t, bin, "cp", local, "c:/tmp/in.txt")
+			if out := s.mustKubectl(t, bin, "exec", "c", "--", "cat", "/tmp/in.txt"); out != "copied "+name+"\n" {
+				t.Errorf("after cp, the file holds %q", out)
+			}
+			back := filepath.Join(t.TempDir(), "back.txt")
+			s.mustKubectl(t, bin, "cp", "c:/tmp/in.txt", back)
+			if b, _ := os.ReadFile(back); string(b) != "copied "+name+"\n" {
+				t.Errorf("cp back: %q", b)
+			}
+			// port-forward to the pod's HTTP server.
+			if body := s.portForwardGet(t, bin, "pod/web", 8080, "/index.html"); body != "hello-web\n" {
+				t.Errorf("port-forward GET = %q", body)
+			}
+		})
+	}
+
+	// logs -f follows new lines.
+	t.Run("logs -f", func(t *testing.T) {
+		s.mustKubectl(t, kubectl, "run", "f", "--image="+testImage, "--restart=Never", "--", "sh", "-c", "i=0; while true; do i=$((i+1)); echo follow $i; sleep 0.2; done")
+		s.mustKubectl(t, kubectl, "wait", "--for=condition=Ready", "pod/f", "--timeout=60s")
+		lines := s.kubectlLines(t, kubectl, "logs", "-f", "f")
+		found := false
+		for i := 0; i < 100 && !found && lines.Scan(); i++ {
+			found = lines.Text() == "follow 10"
+		}
+		if !found {
+			t.Fatal("logs -f did not follow to line 10")
+		}
+	})
+
+	// attach: a container reading its stdin echoes what is sent.
+	t.Run("attach", func(t *testing.T) {
+		manifest := filepath.Join(t.TempDir(), "a.yaml")
+		writeFile(t, manifest, `apiVersion: v1
+kind: Pod
+metadata: {name: a}
+spec:
+  restartPolicy: Never
+  containers:
+  - name: a
+    image: `+testImage+`
+    stdin: true
+    stdinOnce: true
+    command: [sh, -c, "while read l; do echo got $l; done"]
+`)
+		s.mustKubectl(t, kubectl, "apply", "-f", manifest)
+		s.mustKubectl(t, kubectl, "wait", "--for=condition=Ready", "pod/a", "--timeout=60s")
+		out := s.kubectlStdin(t, kubectl, "one\n", "attach", "-i", "a")
+		if !strings.Contains(out, "got one") {
+			t.Errorf("attach -i echoed %q", out)
+		}
+	})
+
+	// A Deployment's pods are containers in the runtime; deleting it
+	// leaves none.
+	t.Run("deployment", func(t *testing.T) {
+		s.mustKubectl(t, kubectl, "create", "deployment", "d", "--image="+testImage, "--replicas=3", "--", "sh", "-c", "trap 'exit 0' TERM; sleep 3600 & wait")
+		s.mustKubectl(t, kubectl, "rollout", "status", "deployment/d", "--timeout=90s")
+		ids := strings.Fields(s.mustKubectl(t, kubectl, "get", "pods", "-l", "app=d", "-o", "jsonpath={.items[*].status.containerStatuses[0].containerID}"))
+		running := strings.Join(s.runtimeContainers(t), " ")
+		if len(ids) != 3 {
+			t.Fatalf("container IDs %v", ids)
+		}
+		for _, id := range ids {
+			if !strings.Contains(running, strings.TrimPrefix(id, "containerd://")) {
+				t.Errorf("container %s is not in the runtime (%s)", id, running)
+			}
+		}
+		s.mustKubectl(t, kubectl, "delete", "deployment", "d", "--wait=true", "--timeout=90s")
+		s.waitKubectl(t, kubectl, "", "get", "pods", "-l", "app=d", "-o", "name")
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			left := strings.Join(s.runtimeContainers(t), " ")
+			gone := true
+			for _, id := range ids {
+				gone = gone && !strings.Contains(left, strings.TrimPrefix(id, "containerd://"))
+			}
+			if gone {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the deployment's containers are still in the runtime: %s", left)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	})
+
+	// A pod that exists is never reported missing by logs.
+	if _, err := s.kubectl(t, kubectl, "logs", "nosuchpod"); err == nil || !strings.Contains(err.Error(), `pods "nosuchpod" not found`) {
+		t.Errorf("logs of a missing pod: %v", err)
+	}
+}
+
+// TestRealNode_ServerRestart: restarting the server leaves running
+// containers running and their pods Running.
+func TestRealNode_ServerRestart(t *testing.T) {
+	requireNodeHost(t)
+	dataDir := filepath.Join(t.TempDir(), "data")
+	s := startNodeServer(t, dataDir, "e2e-restart")
+	kubectl := kubectlPath(t)
+	s.mustKubectl(t, kubectl, "run", "r", "--image="+testImage, "--restart=Never", "--", "sleep", "3600")
+	s.mustKubectl(t, kubectl, "wait", "--for=condition=Ready", "pod/r", "--timeout=60s")
+	id := s.mustKubectl(t, kubectl, "get", "pod", "r", "-o", "jsonpath={.status.containerStatuses[0].containerID}")
+	s.stop(t)
+
+	s2 := startNodeServer(t, dataDir, "e2e-restart")
+	s2.mustKubectl(t, kubectl, "wait", "--for=condition=Ready", "pod/r", "--timeout=60s")
+	got := s2.mustKubectl(t, kubectl, "get", "pod", "r", "-o", "jsonpath={.status.containerStatuses[0].containerID} {.status.containerStatuses[0].restartCount}")
+	if got != id+" 0" {
+		t.Errorf("after the restart the container is %q, want %q (the same, never restarted)", got, id+" 0")
+	}
+}
+
+// kubectlStdin runs kubectl with input on its stdin and returns stdout.
+func (s *server) kubectlStdin(t *testing.T, bin, input string, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+s.kubeconfig, "HOME="+t.TempDir())
+	cmd.Stdin = strings.NewReader(input)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+	}
+	return stdout.String()
+}
+
+// portForwardGet runs kubectl port-forward to target's port and GETs path
+// through it.
+func (s *server) portForwardGet(t *testing.T, bin, target string, port int, path string) string {
+	t.Helper()
+	local := freePort(t)
+	lines := s.kubectlLines(t, bin, "port-forward", target, fmt.Sprintf("%d:%d", local, port))
+	if !scanUntil(lines, "Forwarding from") {
+		t.Fatal("port-forward did not start")
+	}
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d%s", local, path))
+	if err != nil {
+		t.Fatalf("GET through port-forward: %v", err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}

@@ -1,0 +1,191 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/rs/zerolog"
+	"github.com/spf13/pflag"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/sqlkube/sqlkube/apiserver/pki"
+	"github.com/sqlkube/sqlkube/node/containerd"
+	"github.com/sqlkube/sqlkube/node/images"
+	"github.com/sqlkube/sqlkube/node/kubelet"
+)
+
+// localNodeFlags configure the node `sqlkube server` runs for its own host:
+// Kubernetes' kubelet over containerd.
+type localNodeFlags struct {
+	disable         bool
+	name            string
+	ip              string
+	runtimeEndpoint string
+	sandboxImage    string
+	podCIDR         string
+	kubeletArgs     []string
+}
+
+func addLocalNodeFlags(fl *pflag.FlagSet, f *localNodeFlags) {
+	fl.BoolVar(&f.disable, "disable-node", false, "run no node (kubelet) for this host: the control plane only")
+	fl.StringVar(&f.name, "node-name", "", "this host's node name (default: the host name)")
+	fl.StringVar(&f.ip, "node-ip", "", "this host's node address (default: the address of the default route's interface)")
+	fl.StringVar(&f.runtimeEndpoint, "container-runtime-endpoint", "", "CRI endpoint of an existing runtime (containerd, CRI-O), unix://PATH (default: start the containerd found on PATH, configured under DATA_DIR/containerd)")
+	fl.StringVar(&f.sandboxImage, "pod-infra-container-image", images.PauseImageName, "sandbox (pause) image of the containerd sqlkube starts; the default is made by sqlkube and needs no registry")
+	fl.StringVar(&f.podCIDR, "node-pod-cidr", "10.42.0.0/24", "pod addresses of this host's node (its CNI bridge network)")
+	fl.StringArrayVar(&f.kubeletArgs, "kubelet-arg", nil, "extra kubelet flag, e.g. --kubelet-arg=--max-pods=50 (repeatable)")
+}
+
+// cniBinDirs are where Debian (/usr/lib/cni) and upstream (/opt/cni/bin)
+// install the CNI plugins.
+var cniBinDirs = []string{"/usr/lib/cni", "/opt/cni/bin"}
+
+// runLocalNode starts containerd (unless an endpoint is given) and the
+// kubelet for this host, registered as system:node:NAME with a
+// certificate from the cluster's client CA, against the API at apiURL.
+// It returns when ctx ends; a host that cannot run containers gets one
+// line saying why, and the control plane goes on without a node.
+func runLocalNode(ctx context.Context, f localNodeFlags, dataDir, apiURL string, files pki.Files, log zerolog.Logger) error {
+	dataDir, err := filepath.Abs(dataDir)
+	if err != nil {
+		return err
+	}
+	if f.runtimeEndpoint == "" {
+		if err := containerd.Missing(); err != nil {
+			log.Warn().Msgf("no node for this host: %v; the control plane runs without one (--disable-node silences this)", err)
+			return nil
+		}
+	}
+	name := f.name
+	if name == "" {
+		h, err := os.Hostname()
+		if err != nil {
+			return fmt.Errorf("--node-name: %w", err)
+		}
+		name = strings.ToLower(h)
+	}
+	ip := net.ParseIP(f.ip)
+	if f.ip != "" && ip == nil {
+		return fmt.Errorf("--node-ip %q is not an IP", f.ip)
+	}
+	if ip == nil {
+		if ip, err = utilnet.ChooseHostInterface(); err != nil {
+			ip = net.ParseIP("127.0.0.1")
+		}
+	}
+	nodeFiles, err := pki.EnsureNode(files.Dir, name, []string{ip.String()})
+	if err != nil {
+		return fmt.Errorf("node certificates: %w", err)
+	}
+	nodeDir := filepath.Join(dataDir, "node")
+	kubeconfig := filepath.Join(nodeDir, "kubelet.kubeconfig")
+	if err := writeNodeKubeconfig(kubeconfig, apiURL, files.CACert, nodeFiles); err != nil {
+		return err
+	}
+
+	endpoint := f.runtimeEndpoint
+	if endpoint == "" {
+		cniBin := ""
+		for _, d := range cniBinDirs {
+			if _, err := os.Stat(filepath.Join(d, "bridge")); err == nil {
+				cniBin = d
+				break
+			}
+		}
+		if cniBin == "" {
+			log.Warn().Msg("no node for this host: the CNI plugins are missing (Debian: apt-get install containernetworking-plugins); the control plane runs without one")
+			return nil
+		}
+		cniConf := filepath.Join(nodeDir, "cni", "net.d")
+		if err := writeCNIConfig(cniConf, filepath.Join(nodeDir, "cni", "ipam"), f.podCIDR); err != nil {
+			return err
+		}
+		ctrDir := filepath.Join(dataDir, "containerd")
+		proc, err := containerd.Start(ctx, containerd.Options{Dir: ctrDir, SandboxImage: f.sandboxImage, CNIBinDir: cniBin, CNIConfDir: cniConf})
+		if err != nil {
+			return err
+		}
+		defer proc.Stop()
+		if f.sandboxImage == images.PauseImageName {
+			archive := filepath.Join(ctrDir, "pause.tar")
+			if err := writeImageArchive(archive, images.PauseImage(f.sandboxImage)); err != nil {
+				return err
+			}
+			if _, err := containerd.Import(ctx, proc.Endpoint, archive); err != nil {
+				return fmt.Errorf("sandbox image: %w", err)
+			}
+		}
+		endpoint = proc.Endpoint
+		log.Info().Str("endpoint", endpoint).Msg("containerd started")
+	}
+	log.Info().Str("node", name).Str("ip", ip.String()).Msg("starting the kubelet")
+	return kubelet.Run(ctx, kubelet.Options{
+		Dir: nodeDir, NodeName: name, NodeIP: ip.String(), Kubeconfig: kubeconfig,
+		ClientCAFile: files.ClientCACert, TLSCertFile: nodeFiles.ServingCert, TLSKeyFile: nodeFiles.ServingKey,
+		RuntimeEndpoint: endpoint, PodCIDR: f.podCIDR, ExtraArgs: f.kubeletArgs,
+	})
+}
+
+func writeImageArchive(path string, img images.Image) error {
+	file, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := images.WriteArchive(file, img); err != nil {
+		file.Close()
+		return err
+	}
+	return file.Close()
+}
+
+// writeNodeKubeconfig writes the kubelet's credential: the cluster CA and
+// the node's client certificate, by path (they are renewed in place).
+func writeNodeKubeconfig(path, url, caFile string, nf pki.NodeFiles) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["sqlkube"] = &clientcmdapi.Cluster{Server: url, CertificateAuthority: caFile}
+	cfg.AuthInfos["node"] = &clientcmdapi.AuthInfo{ClientCertificate: nf.ClientCert, ClientKey: nf.ClientKey}
+	cfg.Contexts["node"] = &clientcmdapi.Context{Cluster: "sqlkube", AuthInfo: "node"}
+	cfg.CurrentContext = "node"
+	return clientcmd.WriteToFile(*cfg, path)
+}
+
+// writeCNIConfig writes the pod network of a single host: a bridge with
+// host-local addresses from podCIDR and the loopback.
+func writeCNIConfig(confDir, ipamDir, podCIDR string) error {
+	if _, _, err := net.ParseCIDR(podCIDR); err != nil {
+		return fmt.Errorf("--node-pod-cidr: %w", err)
+	}
+	if err := os.MkdirAll(confDir, 0o700); err != nil {
+		return err
+	}
+	conf := map[string]any{
+		"cniVersion": "1.0.0",
+		"name":       "sqlkube",
+		"plugins": []any{
+			map[string]any{
+				"type": "bridge", "bridge": "sqlkube0", "isGateway": true, "ipMasq": true, "hairpinMode": true,
+				"ipam": map[string]any{
+					"type": "host-local", "dataDir": ipamDir,
+					"ranges": [][]map[string]string{{{"subnet": podCIDR}}},
+					"routes": []map[string]string{{"dst": "0.0.0.0/0"}},
+				},
+			},
+			map[string]any{"type": "portmap", "capabilities": map[string]bool{"portMappings": true}},
+		},
+	}
+	b, err := json.MarshalIndent(conf, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(confDir, "10-sqlkube.conflist"), b, 0o600)
+}
