@@ -63,7 +63,7 @@ func writeTestImage(t *testing.T) string {
 		t.Fatal(err)
 	}
 	files := []images.File{{Path: "/bin/busybox", Data: bb, Mode: 0o755}, {Path: "/tmp", Dir: true, Mode: 0o1777}}
-	for _, applet := range []string{"sh", "sleep", "cat", "echo", "httpd", "ls", "hostname", "tar", "true", "false", "mkdir", "wget", "head"} {
+	for _, applet := range []string{"sh", "sleep", "cat", "echo", "httpd", "ls", "hostname", "tar", "true", "false", "mkdir", "wget", "head", "touch", "rm", "tr", "id"} {
 		files = append(files, images.File{Path: "/bin/" + applet, Link: "busybox"})
 	}
 	path := filepath.Join(t.TempDir(), "busybox.tar")
@@ -93,11 +93,12 @@ func freePort(t *testing.T) int {
 // containerd), waits for the node to be Ready and imports testImage. At
 // cleanup it deletes every pod and waits for the runtime to hold no
 // container before the server stops, so no container outlives the test.
-func startNodeServer(t *testing.T, dataDir, node string) *server {
+func startNodeServer(t *testing.T, dataDir, node string, args ...string) *server {
 	t.Helper()
 	port := freePort(t)
 	t.Cleanup(func() { unmountUnder(t, dataDir) }) // runs after the server stops
-	s := startCommand(t, dataDir, "server", "--disable-node=false", "--node-name", node, "--kubelet-arg=--port="+strconv.Itoa(port))
+	args = append([]string{"server", "--disable-node=false", "--node-name", node, "--kubelet-arg=--port=" + strconv.Itoa(port)}, args...)
+	s := startCommand(t, dataDir, args...)
 	t.Cleanup(func() { s.removeAllPods(t) }) // runs before the server stops
 	kubectl := kubectlPath(t)
 	s.waitKubectl(t, kubectl, "True", "get", "node", node, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)

@@ -88,7 +88,10 @@ func Server(o Options) (*options.KubeletServer, error) {
 	kf.CertDirectory = filepath.Join(RootDir(dir), "pki")
 	kf.HostnameOverride = o.NodeName
 	kf.NodeIP = o.NodeIP
-	kf.NodeLabels = o.NodeLabels
+	kf.NodeLabels = map[string]string{}
+	for k, v := range o.NodeLabels {
+		kf.NodeLabels[k] = v
+	}
 
 	port := o.Port
 	if port == 0 {
