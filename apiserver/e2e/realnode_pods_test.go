@@ -193,7 +193,7 @@ spec:
 		})
 		// The projected service-account token is accepted by the API server.
 		token := cat("/var/run/secrets/kubernetes.io/serviceaccount/token")
-		if who := s.mustKubectl(t, k, "auth", "whoami", "--token="+token, "-o", "jsonpath={.status.userInfo.username}"); who != "system:serviceaccount:default:default" {
+		if who := s.mustKubectlWith(t, s.asToken(t, token), k, "auth", "whoami", "-o", "jsonpath={.status.userInfo.username}"); who != "system:serviceaccount:default:default" {
 			t.Errorf("the pod's token authenticates as %q", who)
 		}
 	})

@@ -58,7 +58,7 @@ func TestWriteArchive_OCILayout(t *testing.T) {
 		t.Fatalf("index: %s", entries["index.json"])
 	}
 	var manifest struct {
-		Config struct{ Digest string } `json:"config"`
+		Config struct{ Digest string }   `json:"config"`
 		Layers []struct{ Digest string } `json:"layers"`
 	}
 	if err := json.Unmarshal(entries[blobPath(index.Manifests[0].Digest)], &manifest); err != nil {
