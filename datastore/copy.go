@@ -65,6 +65,8 @@ type Options struct {
 
 // Result says what a copy moved.
 type Result struct {
+	// From and To name the source and the target without secrets.
+	From, To string
 	Source   Header
 	Keys     int64
 	Leases   int64
@@ -141,6 +143,7 @@ func Migrate(ctx context.Context, from, to string, force bool, opts Options) (*R
 	if err != nil {
 		return nil, err
 	}
+	res.From, res.To = src.Describe(), dst.Describe()
 	if opts.Progress != nil {
 		fmt.Fprintf(opts.Progress, "verifying %s\n", dst.Describe())
 	}
@@ -203,7 +206,7 @@ func Backup(ctx context.Context, dsn, path string, dump, force bool, opts Option
 		if err != nil {
 			return nil, fmt.Errorf("datastore: read back backup: %w", err)
 		}
-		return &Result{Source: src.Header(), Keys: d.Keys, Leases: d.Leases, LogRows: d.LogRows, Checksum: d.Checksum(), Took: time.Since(start)}, nil
+		return &Result{From: dsn, To: path, Source: src.Header(), Keys: d.Keys, Leases: d.Leases, LogRows: d.LogRows, Checksum: d.Checksum(), Took: time.Since(start)}, nil
 	}
 	return Migrate(ctx, dsn, path, force, opts)
 }
