@@ -15,9 +15,10 @@
 //     compacted at the source's revision (older revisions were not copied)
 //     and the next write gets the revision after it.
 //   - to an etcd endpoint: keys, values and leases; etcd assigns its own
-//     revisions, so keys get new create/mod revisions and version 1, and
-//     the target's revision is then advanced with throwaway writes until it
-//     reaches the source's (see etcdSink.Commit).
+//     revisions, so the target's revision is first advanced with throwaway
+//     writes to the source's, and the keys are then written above it (new
+//     create/mod revisions, version 1): every revision and resourceVersion
+//     ends up higher than on the source (see etcdSink.advance).
 package datastore
 
 import (

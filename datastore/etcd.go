@@ -166,8 +166,10 @@ func (s *etcdSource) Describe() string                                    { retu
 func (s *etcdSource) Close() error                                        { return s.c.Close() }
 
 // etcdSink writes keys and leases to an etcd endpoint. etcd assigns
-// revisions itself, so the copy cannot keep them; Commit then advances
-// the target's revision to at least the source's.
+// revisions itself, so the copy cannot keep them; Begin first advances the
+// target's revision to the source's, so every key is then written above
+// it: the store's revision and every object's resourceVersion end up
+// higher than they were on the source.
 type etcdSink struct {
 	c    *clientv3.Client
 	name string
@@ -221,7 +223,10 @@ func openEtcdSink(ctx context.Context, dsn string, force bool) (*etcdSink, error
 	return s, nil
 }
 
-func (s *etcdSink) Begin(_ context.Context, h Header) error { s.h = h; return nil }
+func (s *etcdSink) Begin(ctx context.Context, h Header) error {
+	s.h = h
+	return s.advance(ctx, h.Revision)
+}
 
 // Leases grants each lease with its ID and, as its TTL, the time it had
 // left (at least a second): etcd cannot hold a granted TTL apart from the
@@ -272,19 +277,20 @@ func (s *etcdSink) Current(ctx context.Context, kvs []KeyValue) error {
 
 func (s *etcdSink) History(context.Context, []LogRow) error { return nil }
 
-// padKey is where Commit's throwaway writes go; it is deleted at the end.
+func (s *etcdSink) Commit(context.Context) error { return nil }
+
+// padKey is where advance's throwaway writes go; it is deleted at the end.
 const padKey = "/sqlkube.io/datastore-migrate/revision-pad"
 
-// Commit advances the target's revision until it is at least the
-// source's, with writes to padKey (the last one deletes it), so resource
-// versions clients saw on the source stay in the target's past. This costs
-// one etcd write per missing revision, done by several writers at once.
-func (s *etcdSink) Commit(ctx context.Context) error {
+// advance raises the target's revision to rev with writes to padKey (the
+// last one deletes it). That costs one etcd write per missing revision,
+// made by 16 writers at once.
+func (s *etcdSink) advance(ctx context.Context, rev int64) error {
 	resp, err := s.c.Get(ctx, padKey)
 	if err != nil {
 		return fmt.Errorf("datastore: etcd %s: read revision: %w", s.name, err)
 	}
-	missing := s.h.Revision - resp.Header.Revision
+	missing := rev - resp.Header.Revision
 	if missing <= 0 {
 		return nil
 	}

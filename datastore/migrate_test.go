@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -66,6 +67,10 @@ func TestMigrate_RoundTrip(t *testing.T) {
 			if h.Revision < want.revision {
 				t.Errorf("etcd is at revision %d, below the source's %d", h.Revision, want.revision)
 			}
+			// Every key was written above the source's revision.
+			if low := minModRevision(t, to); low <= want.revision {
+				t.Errorf("a key on etcd has mod revision %d, not above the source's %d", low, want.revision)
+			}
 			want.revision = h.Revision
 		case from == etcdLeg:
 			// The etcd copy's revisions: history starts there.
@@ -89,6 +94,26 @@ func TestMigrate_RoundTrip(t *testing.T) {
 	if rev := writeAfter(t, last); rev <= want.revision {
 		t.Errorf("a write after the migration got revision %d, want above %d", rev, want.revision)
 	}
+}
+
+// minModRevision is the lowest mod revision of the keys at `at`.
+func minModRevision(t *testing.T, at string) int64 {
+	t.Helper()
+	src, err := datastore.OpenSource(testCtx(t), at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	low := int64(math.MaxInt64)
+	if err := src.Current(testCtx(t), func(kvs []datastore.KeyValue) error {
+		for _, kv := range kvs {
+			low = min(low, kv.ModRevision)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return low
 }
 
 // checkHistory reads the key fill overwrote at its revision before the
