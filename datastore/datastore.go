@@ -10,10 +10,12 @@
 //     the revision log (history back to the last compaction), every key
 //     with its create/mod revisions and version, leases with their expiry,
 //     the current and the compacted revision.
-//   - from an etcd endpoint or snapshot: the current state only, each key
-//     with its revisions and version; on a SQL target the store is
-//     compacted at the source's revision (older revisions were not copied)
-//     and the next write gets the revision after it.
+//   - from an etcd snapshot: the current state and the history etcd kept
+//     since its last compaction, with etcd's revisions and compaction.
+//   - from an etcd endpoint: the current state only, each key with its
+//     revisions and version; on a SQL target the store is compacted at the
+//     source's revision (older revisions were not copied) and the next
+//     write gets the revision after it.
 //   - to an etcd endpoint: keys, values and leases; etcd assigns its own
 //     revisions, so the target's revision is first advanced with throwaway
 //     writes to the source's, and the keys are then written above it (new

@@ -189,6 +189,24 @@ func TestMigrate_EtcdSnapshot(t *testing.T) {
 		}
 		want[key] = val
 	}
+	// Compact, then overwrite one key: its old value stays readable at
+	// midRev in the snapshot's history, not below the compaction.
+	const histKey = "/registry/configmaps/default/history"
+	if _, err := c.Put(ctx, histKey, "old"); err != nil {
+		t.Fatal(err)
+	}
+	mid, err := c.Get(ctx, histKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	midRev := mid.Header.Revision
+	if _, err := c.Compact(ctx, midRev-5); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Put(ctx, histKey, "new"); err != nil {
+		t.Fatal(err)
+	}
+	want[histKey] = "new"
 	for i := 0; i < 20; i++ {
 		key := "/registry/configmaps/default/cm-" + string(rune('a'+i%26)) + strings.Repeat("x", i%5) + "-" + strconv.Itoa(i)
 		if _, err := c.Delete(ctx, key); err != nil {
@@ -261,6 +279,16 @@ func TestMigrate_EtcdSnapshot(t *testing.T) {
 		if _, err := datastore.Migrate(ctx, snap, dst, false, datastore.Options{}); err != nil {
 			t.Fatalf("Migrate(snapshot): %v", err)
 		}
+		// The snapshot's history came along, compaction included.
+		s := openStore(t, dst)
+		res, err := s.Range(ctx, sqlstore.RangeRequest{Key: []byte(histKey), Revision: midRev})
+		if err != nil || len(res.KVs) != 1 || string(res.KVs[0].Value) != "old" {
+			t.Errorf("%s at revision %d: %+v, %v; want \"old\"", histKey, midRev, res, err)
+		}
+		if _, compacted, err := s.Revisions(ctx); err != nil || compacted != midRev-5 {
+			t.Errorf("compacted at %d (%v), want etcd's %d", compacted, err, midRev-5)
+		}
+		s.Close()
 		check(t, dst)
 	})
 	t.Run("endpoint", func(t *testing.T) {
@@ -268,6 +296,12 @@ func TestMigrate_EtcdSnapshot(t *testing.T) {
 		if _, err := datastore.Migrate(ctx, "etcd://"+addr, dst, false, datastore.Options{}); err != nil {
 			t.Fatalf("Migrate(etcd): %v", err)
 		}
+		// Only the current state: older revisions read as compacted.
+		s := openStore(t, dst)
+		if _, err := s.Range(ctx, sqlstore.RangeRequest{Key: []byte(histKey), Revision: midRev}); !errors.Is(err, sqlstore.ErrCompacted) {
+			t.Errorf("%s at revision %d: %v, want ErrCompacted", histKey, midRev, err)
+		}
+		s.Close()
 		check(t, dst)
 	})
 }

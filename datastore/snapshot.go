@@ -30,14 +30,19 @@ func isEtcdSnapshot(head []byte) bool {
 // snapshotSource reads an etcd snapshot (`etcdctl snapshot save`, or an
 // etcd member's member/snap/db): the key bucket holds every revision since
 // the last compaction, keyed by revision, and the lease bucket the leases.
-// It yields the state at the newest revision; leases get the time they had
-// left when the snapshot was taken if etcd checkpointed it, else their
-// whole TTL from now, which is what etcd does when it restores one.
+// It yields the state at the newest revision and that history, which is
+// the revision log sqlkube keeps (etcd compacts as sqlkube does: the
+// newest version of each key at or below the compaction stays). Leases get
+// the time they had left when the snapshot was taken if etcd checkpointed
+// it, else their whole TTL from now, which is what etcd does when it
+// restores one.
 type snapshotSource struct {
-	path string
-	h    Header
-	kvs  []KeyValue
-	ls   []LeaseRow
+	path  string
+	db    *bolt.DB
+	close func()
+	h     Header
+	kvs   []KeyValue
+	ls    []LeaseRow
 }
 
 var _ Source = (*snapshotSource)(nil)
@@ -47,9 +52,9 @@ func openSnapshotSource(path string) (*snapshotSource, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer cleanup()
-	s := &snapshotSource{path: path}
+	s := &snapshotSource{path: path, db: db, close: cleanup}
 	if err := db.View(s.load); err != nil {
+		cleanup()
 		return nil, fmt.Errorf("datastore: etcd snapshot %s: %w", path, err)
 	}
 	return s, nil
@@ -112,11 +117,11 @@ func openSnapshotDB(path string) (*bolt.DB, func(), error) {
 // '_', the sub revision as 8 bytes, and a trailing 't' on a tombstone.
 // (Parsed here rather than with that package, which would link etcd's
 // raft and auth into sqlkube for 10 lines.)
-func revKey(k []byte) (main int64, tombstone, ok bool) {
+func revKey(k []byte) (main, sub int64, tombstone, ok bool) {
 	if (len(k) != 17 && len(k) != 18) || k[8] != '_' || k[0]&0x80 != 0 || k[9]&0x80 != 0 {
-		return 0, false, false
+		return 0, 0, false, false
 	}
-	return int64(binary.BigEndian.Uint64(k)), len(k) == 18 && k[17] == 't', true
+	return int64(binary.BigEndian.Uint64(k)), int64(binary.BigEndian.Uint64(k[9:])), len(k) == 18 && k[17] == 't', true
 }
 
 func (s *snapshotSource) load(tx *bolt.Tx) error {
@@ -125,9 +130,10 @@ func (s *snapshotSource) load(tx *bolt.Tx) error {
 		return fmt.Errorf("no key bucket: not an etcd v3 database")
 	}
 	live := map[string]KeyValue{}
-	var rev int64 = 1
+	var rev, entries int64 = 1, 0
 	err := kb.ForEach(func(k, v []byte) error {
-		main, tombstone, ok := revKey(k)
+		entries++
+		main, _, tombstone, ok := revKey(k)
 		if !ok {
 			return fmt.Errorf("malformed revision key %x", k)
 		}
@@ -177,7 +183,8 @@ func (s *snapshotSource) load(tx *bolt.Tx) error {
 			return err
 		}
 	}
-	s.h = Header{Revision: rev, CompactRevision: rev, Keys: int64(len(s.kvs)), Leases: int64(len(s.ls)), Kind: "etcd-snapshot"}
+	s.h = Header{Revision: rev, CompactRevision: compacted, History: true, Keys: int64(len(s.kvs)), Leases: int64(len(s.ls)),
+		LogRows: entries, Kind: "etcd-snapshot"}
 	return nil
 }
 
@@ -191,9 +198,48 @@ func (s *snapshotSource) Current(_ context.Context, fn func([]KeyValue) error) e
 	return inBatches(s.kvs, fn)
 }
 
-func (s *snapshotSource) History(context.Context, func([]LogRow) error) error { return nil }
-func (s *snapshotSource) Describe() string                                    { return "etcd snapshot " + s.path }
-func (s *snapshotSource) Close() error                                        { return nil }
+// History reads the key bucket again, in revision order, as log rows: sub
+// revisions count from 1 as sqlkube's do, and each row names the
+// revision of its key's previous row (0 after a delete, as sqlkube logs a
+// key created again).
+func (s *snapshotSource) History(_ context.Context, fn func([]LogRow) error) error {
+	return s.db.View(func(tx *bolt.Tx) error {
+		prev := map[string]int64{}
+		out := make([]LogRow, 0, batchSize)
+		err := tx.Bucket([]byte("key")).ForEach(func(k, v []byte) error {
+			main, sub, tombstone, _ := revKey(k)
+			var kv mvccpb.KeyValue
+			if err := kv.Unmarshal(v); err != nil {
+				return fmt.Errorf("revision %d: %w", main, err)
+			}
+			r := LogRow{Revision: main, Sub: sub + 1, Key: kv.Key, Deleted: tombstone, PrevRevision: prev[string(kv.Key)]}
+			if tombstone {
+				delete(prev, string(kv.Key))
+			} else {
+				r.CreateRevision, r.Version, r.Lease, r.Value = kv.CreateRevision, kv.Version, kv.Lease, kv.Value
+				prev[string(kv.Key)] = main
+			}
+			if out = append(out, r); len(out) == batchSize {
+				if err := fn(out); err != nil {
+					return err
+				}
+				out = make([]LogRow, 0, batchSize)
+			}
+			return nil
+		})
+		if err == nil && len(out) > 0 {
+			err = fn(out)
+		}
+		return err
+	})
+}
+
+func (s *snapshotSource) Describe() string { return "etcd snapshot " + s.path }
+
+func (s *snapshotSource) Close() error {
+	s.close()
+	return nil
+}
 
 func inBatches[T any](all []T, fn func([]T) error) error {
 	for len(all) > 0 {
