@@ -127,6 +127,9 @@ func Copy(ctx context.Context, src Source, dst Sink, opts Options) (*Result, err
 // leases (Digest) and, where the target keeps them, revisions: the same
 // revision on a SQL target, at least the source's on etcd.
 func Migrate(ctx context.Context, from, to string, force bool, opts Options) (*Result, error) {
+	if from == to {
+		return nil, fmt.Errorf("datastore: --from and --to are the same datastore")
+	}
 	src, err := OpenSource(ctx, from)
 	if err != nil {
 		return nil, err
