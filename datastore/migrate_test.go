@@ -305,3 +305,32 @@ func TestMigrate_EtcdSnapshot(t *testing.T) {
 		check(t, dst)
 	})
 }
+
+// TestMigrate_EtcdToEtcd copies one etcd into another (keys, values,
+// leases, a revision at least the source's), refuses to copy into the
+// non-empty one again, and replaces its contents with --force.
+func TestMigrate_EtcdToEtcd(t *testing.T) {
+	ctx := testCtx(t)
+	src := backend(sqltest.SQLite).NewDSN(t)
+	s := openStore(t, src)
+	want := fill(t, s, 200)
+	s.Close()
+	a, b := "etcd://"+startEtcd(t), "etcd://"+startEtcd(t)
+	if _, err := datastore.Migrate(ctx, src, a, false, datastore.Options{}); err != nil {
+		t.Fatalf("Migrate(sqlite → etcd): %v", err)
+	}
+	if _, err := datastore.Migrate(ctx, a, b, false, datastore.Options{}); err != nil {
+		t.Fatalf("Migrate(etcd → etcd): %v", err)
+	}
+	ha := checkKeys(t, a, want)
+	if hb := checkKeys(t, b, want); hb.Revision < ha.Revision {
+		t.Errorf("the copy is at revision %d, below the source's %d", hb.Revision, ha.Revision)
+	}
+	if _, err := datastore.Migrate(ctx, src, b, false, datastore.Options{}); !errors.Is(err, datastore.ErrNotEmpty) {
+		t.Fatalf("Migrate into a non-empty etcd: %v, want ErrNotEmpty", err)
+	}
+	if _, err := datastore.Migrate(ctx, src, b, true, datastore.Options{}); err != nil {
+		t.Fatalf("Migrate --force into etcd: %v", err)
+	}
+	checkKeys(t, b, want)
+}
