@@ -1,3 +1,4 @@
+# syntax=docker/dockerfile:1
 # sqlkube's image: `make image` builds it; docker-compose.yaml runs it.
 #
 # Build stage: cgo is on, because SQLite (mattn/go-sqlite3) is C; the

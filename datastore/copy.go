@@ -81,6 +81,9 @@ func Copy(ctx context.Context, src Source, dst Sink, opts Options) (*Result, err
 	h := src.Header()
 	res := &Result{Source: h}
 	p := newProgress(opts.Progress, h)
+	if ps, ok := dst.(interface{ setProgress(io.Writer) }); ok && opts.Progress != nil {
+		ps.setProgress(opts.Progress)
+	}
 	if err := dst.Begin(ctx, h); err != nil {
 		return nil, err
 	}

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"net/url"
 	"strings"
 	"sync"
@@ -176,7 +177,11 @@ type etcdSink struct {
 	h    Header
 	// granted holds the leases created on the target.
 	granted map[int64]bool
+	// progress, if set, hears how advancing the revision goes.
+	progress io.Writer
 }
+
+func (s *etcdSink) setProgress(w io.Writer) { s.progress = w }
 
 var _ Sink = (*etcdSink)(nil)
 
@@ -297,6 +302,25 @@ func (s *etcdSink) advance(ctx context.Context, rev int64) error {
 	// missing-1 puts, then the delete is the last revision.
 	var left atomic.Int64
 	left.Store(missing - 1)
+	start := time.Now()
+	if s.progress != nil {
+		fmt.Fprintf(s.progress, "advancing etcd's revision from %d to %d (%d writes)\n", resp.Header.Revision, rev, missing)
+		done, exited := make(chan struct{}), make(chan struct{})
+		defer func() { close(done); <-exited }()
+		go func() {
+			defer close(exited)
+			tick := time.NewTicker(time.Second)
+			defer tick.Stop()
+			for {
+				select {
+				case <-done:
+					return
+				case <-tick.C:
+					fmt.Fprintf(s.progress, "advancing etcd's revision: %d writes left (%s)\n", max(left.Load(), 0), time.Since(start).Round(time.Second))
+				}
+			}
+		}()
+	}
 	var wg sync.WaitGroup
 	errs := make(chan error, 16)
 	for w := 0; w < 16; w++ {
