@@ -34,7 +34,8 @@ const migrateLabel = "e2e=datastore-migrate"
 // cluster (less resourceVersions and managed fields' times), every
 // object's resourceVersion is at least what it was (above it once the
 // copy went through etcd), and a new write gets a resourceVersion above
-// every one seen before.
+// every one seen before. An online backup of the last copy, restored into
+// PostgreSQL, serves the same objects again.
 func TestDatastore_MigrateCluster(t *testing.T) {
 	bin := kubectls(t)["kubectl"]
 	dir := t.TempDir()
@@ -77,13 +78,7 @@ func TestDatastore_MigrateCluster(t *testing.T) {
 		return gotRVs
 	}
 	for i := 1; i < len(legs); i++ {
-		cmd := exec.Command(sqlkubeBin, "datastore", "migrate", "--from", legs[i-1], "--to", legs[i])
-		var stdout, stderr bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		if err := cmd.Run(); err != nil {
-			t.Fatalf("sqlkube datastore migrate --from %s --to %s: %v\n%s%s", legs[i-1], legs[i], err, stdout.String(), stderr.String())
-		}
-		t.Logf("%s", strings.TrimSpace(stdout.String()))
+		sqlkube(t, "datastore", "migrate", "--from", legs[i-1], "--to", legs[i])
 		if legs[i] == etcd {
 			// kube-apiserver's storage (sqlkube apiserver --etcd-servers) reads the etcd copy.
 			e := startCommand(t, dir, "apiserver", "--etcd-servers", "http://"+strings.TrimPrefix(etcd, "etcd://"))
@@ -111,6 +106,31 @@ func TestDatastore_MigrateCluster(t *testing.T) {
 	if err != nil || rv <= top {
 		t.Errorf("a configmap created after the migration has resourceVersion %q, want above %d", out, top)
 	}
+
+	// An online backup of the running cluster, restored into PostgreSQL,
+	// serves the same objects.
+	backup := filepath.Join(dir, "backup.db")
+	sqlkube(t, "datastore", "backup", "--datastore", last, "--to", backup)
+	s.stop(t)
+	restored := backendDSN(t, sqltest.Postgres)
+	sqlkube(t, "datastore", "restore", "--from", backup, "--to", restored)
+	s = startCommand(t, dir, "apiserver", "--datastore", restored)
+	check(t, s, "a restored backup")
+	if got := s.mustKubectl(t, bin, "get", "configmap", "after-migration", "-o", "jsonpath={.metadata.resourceVersion}"); got != out {
+		t.Errorf("after-migration has resourceVersion %s after the restore, %s before", got, out)
+	}
+}
+
+// sqlkube runs the sqlkube binary to its end and logs its output.
+func sqlkube(t *testing.T, args ...string) {
+	t.Helper()
+	cmd := exec.Command(sqlkubeBin, args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("sqlkube %s: %v\n%s%s", strings.Join(args, " "), err, stdout.String(), stderr.String())
+	}
+	t.Logf("%s", strings.TrimSpace(stdout.String()))
 }
 
 // backendDSN is a fresh database on a SQL server; the test is skipped
