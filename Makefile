@@ -13,7 +13,7 @@ LDFLAGS := -X main.version=$(VERSION) \
 	-X k8s.io/component-base/version.gitVersion=$(K8S_VERSION) \
 	-X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$(K8S_MINOR)
 
-.PHONY: run build test test-deps vet fmt bench
+.PHONY: run build test test-deps vet fmt bench image
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/sqlkube ./cmd/sqlkube
@@ -24,29 +24,41 @@ RUN_ARGS ?=
 run: build
 	./bin/sqlkube server $(RUN_ARGS)
 
-# test-deps installs what the end-to-end tests drive when it is missing and
-# we may install (root with apt): etcdctl (etcd-client), and for the real
-# node containerd, runc, the CNI plugins and a static busybox for the
-# test image.
+# test-deps installs what the tests drive when it is missing and we may
+# install (root with apt), as BINARY:DEBIAN-PACKAGE pairs: etcdctl for the
+# end-to-end tests, the etcd server for the datastore migration tests' etcd
+# legs, and for the real-node tests containerd, runc, the CNI plugins and a
+# static busybox (the tests build their image from it). Under CI=true a
+# missing tool is an error here and a failure in those tests; elsewhere
+# they skip with a line.
+TEST_PACKAGES = etcdctl:etcd-client etcd:etcd-server containerd:containerd runc:runc \
+	/usr/lib/cni/bridge:containernetworking-plugins /bin/busybox:busybox-static
+
 test-deps:
-	@missing=""; \
-	command -v etcdctl >/dev/null 2>&1 || missing="$$missing etcd-client"; \
-	command -v containerd >/dev/null 2>&1 || missing="$$missing containerd"; \
-	command -v runc >/dev/null 2>&1 || missing="$$missing runc"; \
-	[ -x /usr/lib/cni/bridge ] || [ -x /opt/cni/bin/bridge ] || missing="$$missing containernetworking-plugins"; \
-	[ -x /bin/busybox ] || missing="$$missing busybox-static"; \
-	if [ -n "$$missing" ]; then \
+	@for pair in $(TEST_PACKAGES); do \
+	  bin=$${pair%%:*}; pkg=$${pair#*:}; \
+	  { command -v $$bin || [ -x $$bin ]; } >/dev/null 2>&1 && continue; \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	    echo "installing$$missing for the end-to-end tests"; \
-	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing) >/dev/null; \
-	  else echo "missing for some end-to-end tests (they skip):$$missing (Debian packages)"; fi; \
-	fi
+	    echo "installing $$pkg ($$bin) for the tests"; \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$pkg) >/dev/null || \
+	      { [ "$$CI" = true ] && exit 1; echo "could not install $$pkg: its tests will skip"; }; \
+	  elif [ "$$CI" = true ]; then echo "$$bin not found and cannot install $$pkg (CI=true)"; exit 1; \
+	  else echo "$$bin not found: install Debian's $$pkg; its tests will skip"; fi; \
+	done
 
 test: test-deps
 	$(GO) vet ./...
 	# One package at a time: the conformance suites run their backends in
 	# parallel and are timing-sensitive on a 2-core machine.
 	$(GO) test -p 1 -count=1 -timeout 40m ./...
+
+# image builds the container image docker-compose.yaml runs (Dockerfile:
+# a cgo build, distroless and non-root). IMAGE=name:tag to name it.
+IMAGE  ?= sqlkube:dev
+DOCKER ?= docker
+
+image:
+	$(DOCKER) build --build-arg VERSION=$(VERSION) -t $(IMAGE) .
 
 bench: build
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./etcdshim/...

@@ -43,7 +43,7 @@ func newRootCommand() *cobra.Command {
 	}
 	root.PersistentFlags().StringVar(&lf.level, "log-level", "info", "log level: trace, debug, info, warn, error")
 	root.PersistentFlags().StringVar(&lf.format, "log-format", "console", "log format: json or console")
-	root.AddCommand(newVersionCommand(), newServerCommand(lf), newAPIServerCommand(lf), newEtcdCommand(lf), newMigrateCommand(), newBenchCommand(lf), newCertsCommand(), newTokenCommand(), newNodeCommand(lf), newControllerManagerCommand(lf), newSchedulerCommand(lf))
+	root.AddCommand(newVersionCommand(), newServerCommand(lf), newAPIServerCommand(lf), newEtcdCommand(lf), newMigrateCommand(), newDatastoreCommand(), newProbeCommand(), newBenchCommand(lf), newCertsCommand(), newTokenCommand(), newNodeCommand(lf), newControllerManagerCommand(lf), newSchedulerCommand(lf))
 	root.AddCommand(newImagesCommand())
 	return root
 }

@@ -49,6 +49,8 @@ type apiFlags struct {
 	serviceIPs   string
 	nodePorts    string
 	advertise    string
+	// kubeconfigServer is the API URL written into the admin kubeconfig.
+	kubeconfigServer string
 	// authentication and authorization
 	tokenAuthFile     string
 	saSigningKeyFile  string
@@ -85,6 +87,7 @@ func addAPIFlags(fl *pflag.FlagSet, f *apiFlags) {
 	fl.StringVar(&f.auditLog, "audit-log-path", "", "write the audit log (audit.k8s.io/v1 Events, JSON lines) to this file; - for stdout (empty: off)")
 	fl.StringVar(&f.auditPolicy, "audit-policy-file", "", "audit.k8s.io/v1 Policy of what is logged at which level (default: every request at Metadata)")
 	fl.StringVar(&f.advertise, "advertise-address", "", "IP the kubernetes service's endpoints name for this server (default: --bind-address, or the host's address if that is unspecified)")
+	fl.StringVar(&f.kubeconfigServer, "kubeconfig-server", "", "API URL written into the admin kubeconfig (default: the address the API listens on), e.g. a load balancer's or a published container port's; add its host to --tls-san")
 	fl.StringVar(&f.tokenAuthFile, "token-auth-file", "", "CSV of static bearer tokens: token,user,uid,\"group1,group2\"")
 	fl.StringVar(&f.saSigningKeyFile, "service-account-signing-key-file", "", "private key that signs service-account tokens (default: generated under DATA_DIR/tls)")
 	fl.StringVar(&f.saIssuer, "service-account-issuer", apiserver.DefaultServiceAccountIssuer, "issuer (and default audience) of service-account tokens")
@@ -422,7 +425,11 @@ func serveAPI(ctx context.Context, f *apiFlags, client *kubernetes.Client, stora
 	// The kubeconfig is in place before the address is announced.
 	kubeconfig := filepath.Join(f.dataDir, "kubeconfig")
 	if ownPKI {
-		if err := writeKubeconfig(kubeconfig, url, files); err != nil {
+		kubeconfigURL := url
+		if f.kubeconfigServer != "" {
+			kubeconfigURL = f.kubeconfigServer
+		}
+		if err := writeKubeconfig(kubeconfig, kubeconfigURL, files); err != nil {
 			return err
 		}
 	}

@@ -1,0 +1,254 @@
+package main
+
+import (
+	"context"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/compose-spec/compose-go/v2/cli"
+	"github.com/compose-spec/compose-go/v2/types"
+	"github.com/spf13/cobra"
+)
+
+// TestCompose_File validates docker-compose.yaml (no Docker daemon runs in
+// CI): it loads with compose-go as `docker compose` would, its sqlkube
+// services build this repository's Dockerfile, every long-running service
+// has a health check, data lives in volumes, the servers' and the node's
+// commands are valid sqlkube flags, and the kubeconfig a server writes
+// (DATA_DIR/kubeconfig) lands in the host directory the README points at
+// and names an address the host can reach with a certificate that covers
+// it.
+func TestCompose_File(t *testing.T) {
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts, err := cli.NewProjectOptions([]string{filepath.Join(root, "docker-compose.yaml")},
+		cli.WithWorkingDirectory(root), cli.WithEnv(nil), cli.WithResolvedPaths(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := opts.LoadProject(context.Background())
+	if err != nil {
+		t.Fatalf("docker-compose.yaml does not load: %v", err)
+	}
+	var names []string
+	for n := range p.Services {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	if want := []string{"lb", "node", "postgres", "server-a", "server-b"}; !slices.Equal(names, want) {
+		t.Fatalf("services %v, want %v", names, want)
+	}
+
+	for _, name := range []string{"server-a", "server-b", "node"} {
+		s := p.Services[name]
+		if s.Build == nil || s.Build.Context != root || s.Build.Dockerfile != "Dockerfile" {
+			t.Errorf("%s: build %+v, want this repository's Dockerfile", name, s.Build)
+		}
+		if s.Image != "sqlkube:dev" {
+			t.Errorf("%s: image %q, want sqlkube:dev", name, s.Image)
+		}
+		if u := strings.Split(s.User, ":")[0]; u == "" || u == "0" || u == "root" {
+			t.Errorf("%s: runs as %q, want a non-root user", name, s.User)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(root, "Dockerfile")); err != nil {
+		t.Fatal(err)
+	}
+	dockerfile, _ := os.ReadFile(filepath.Join(root, "Dockerfile"))
+	if !regexp.MustCompile(`(?m)^USER 65532`).Match(dockerfile) || !strings.Contains(string(dockerfile), "CGO_ENABLED=1") ||
+		!strings.Contains(string(dockerfile), "./cmd/sqlkube") {
+		t.Errorf("Dockerfile: want a cgo build of ./cmd/sqlkube and a non-root final stage")
+	}
+
+	for _, name := range []string{"postgres", "server-a", "server-b", "lb"} {
+		hc := p.Services[name].HealthCheck
+		if hc == nil || hc.Disable || len(hc.Test) < 2 {
+			t.Errorf("%s: no health check", name)
+		}
+	}
+
+	// PostgreSQL keeps its data in a named volume.
+	if _, ok := p.Volumes["pgdata"]; !ok {
+		t.Errorf("no pgdata volume")
+	}
+	if !mounts(p.Services["postgres"], types.VolumeTypeVolume, "pgdata", "/var/lib/postgresql/data") {
+		t.Errorf("postgres: pgdata is not mounted at /var/lib/postgresql/data")
+	}
+	pg := p.Services["postgres"].Environment
+
+	// The servers: real flags, on the database above, data dir on the host.
+	hostDirs := map[string]string{}
+	for _, name := range []string{"server-a", "server-b"} {
+		s := p.Services[name]
+		cmd := parseCommand(t, name, s.Command)
+		if cmd.Name() != "server" {
+			t.Fatalf("%s runs %q, want sqlkube server", name, cmd.Name())
+		}
+		flag := func(n string) string { return cmd.Flags().Lookup(n).Value.String() }
+		ds, err := url.Parse(flag("datastore"))
+		if err != nil || ds.Scheme != "postgres" || ds.Hostname() != "postgres" || ds.Path != "/"+deref(pg["POSTGRES_DB"]) ||
+			ds.User.Username() != deref(pg["POSTGRES_USER"]) {
+			t.Errorf("%s: --datastore %q is not the postgres service's database", name, flag("datastore"))
+		}
+		if pw, _ := ds.User.Password(); pw != deref(pg["POSTGRES_PASSWORD"]) {
+			t.Errorf("%s: --datastore password differs from POSTGRES_PASSWORD", name)
+		}
+		if !dependsHealthy(s, "postgres") {
+			t.Errorf("%s does not wait for postgres to be healthy", name)
+		}
+		dataDir := flag("data-dir")
+		host := bindSource(s, dataDir)
+		if host == "" {
+			t.Fatalf("%s: --data-dir %s is not a host directory mount", name, dataDir)
+		}
+		if want := filepath.Join(root, "compose", name); host != want {
+			t.Errorf("%s: data dir mounted from %s, want %s", name, host, want)
+		}
+		if _, err := os.Stat(filepath.Join(host, ".gitignore")); err != nil {
+			t.Errorf("%s: host dir %s is not in the repository (docker would create it root-owned): %v", name, host, err)
+		}
+		hostDirs[name] = host
+		t.Logf("%s writes its kubeconfig to %s on the host", name, filepath.Join(host, "kubeconfig"))
+
+		port := flag("secure-port")
+		if hc := strings.Join(s.HealthCheck.Test, " "); !strings.Contains(hc, "sqlkube probe https://127.0.0.1:"+port+"/readyz") {
+			t.Errorf("%s: health check %q does not probe /readyz on --secure-port %s", name, hc, port)
+		}
+		if flag("bind-address") != "0.0.0.0" {
+			t.Errorf("%s: --bind-address %s: other containers cannot reach it", name, flag("bind-address"))
+		}
+		// The kubeconfig's server is reachable from the host and covered
+		// by the serving certificate.
+		ks, err := url.Parse(flag("kubeconfig-server"))
+		if err != nil || ks.Scheme != "https" {
+			t.Fatalf("%s: --kubeconfig-server %q", name, flag("kubeconfig-server"))
+		}
+		sans := cmd.Flags().Lookup("tls-san").Value.(interface{ GetSlice() []string }).GetSlice()
+		if !slices.Contains(sans, ks.Hostname()) {
+			t.Errorf("%s: --tls-san %v does not cover the kubeconfig's host %s", name, sans, ks.Hostname())
+		}
+		front := s
+		if name == "server-a" {
+			front = p.Services["lb"]
+		}
+		if !publishes(front, ks.Hostname(), ks.Port()) {
+			t.Errorf("%s: nothing publishes %s on the host", name, ks.Host)
+		}
+		if name == "server-b" && !publishesTo(s, ks.Port(), port) {
+			t.Errorf("server-b: %s is not published to its --secure-port %s", ks.Port(), port)
+		}
+	}
+
+	// lb fronts server-a only, as compose/haproxy.cfg explains.
+	lb := p.Services["lb"]
+	cfgPath := bindSource(lb, "/usr/local/etc/haproxy/haproxy.cfg")
+	cfg, err := os.ReadFile(cfgPath)
+	if err != nil {
+		t.Fatalf("lb: haproxy.cfg: %v", err)
+	}
+	var backends []string
+	for _, line := range strings.Split(string(cfg), "\n") {
+		if f := strings.Fields(line); len(f) >= 3 && f[0] == "server" {
+			backends = append(backends, f[2])
+		}
+	}
+	if !slices.Equal(backends, []string{"server-a:6443"}) {
+		t.Errorf("lb: backends %v, want server-a:6443 alone until servers share one identity", backends)
+	}
+	if !publishesTo(lb, "6443", "6443") || !dependsHealthy(lb, "server-a") {
+		t.Errorf("lb: want 6443 published and server-a healthy first")
+	}
+
+	// The node: `sqlkube node --fake`, with server-a's kubeconfig, in lb's
+	// network namespace so the kubeconfig's 127.0.0.1:6443 is lb.
+	node := p.Services["node"]
+	cmd := parseCommand(t, "node", node.Command)
+	if cmd.Name() != "node" || cmd.Flags().Lookup("fake").Value.String() != "true" {
+		t.Errorf("node: want sqlkube node --fake")
+	}
+	kc := cmd.Flags().Lookup("kubeconfig").Value.String()
+	if host := bindSource(node, filepath.Dir(kc)); host != hostDirs["server-a"] || filepath.Base(kc) != "kubeconfig" {
+		t.Errorf("node: --kubeconfig %s is not server-a's kubeconfig (mounted from %q)", kc, host)
+	}
+	if node.NetworkMode != "service:lb" {
+		t.Errorf("node: network_mode %q, want service:lb", node.NetworkMode)
+	}
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// parseCommand parses a service's command with sqlkube's own cobra
+// commands, so a misspelt flag fails here rather than in a container.
+func parseCommand(t *testing.T, name string, args []string) *cobra.Command {
+	t.Helper()
+	root := newRootCommand()
+	cmd, rest, err := root.Find(args)
+	if err != nil {
+		t.Fatalf("%s: command %v: %v", name, args, err)
+	}
+	if err := cmd.ParseFlags(rest); err != nil {
+		t.Fatalf("%s: command %v: %v", name, args, err)
+	}
+	if extra := cmd.Flags().Args(); len(extra) > 0 {
+		t.Fatalf("%s: command %v: stray arguments %v", name, args, extra)
+	}
+	return cmd
+}
+
+func mounts(s types.ServiceConfig, typ, source, target string) bool {
+	for _, v := range s.Volumes {
+		if v.Type == typ && v.Source == source && v.Target == target {
+			return true
+		}
+	}
+	return false
+}
+
+// bindSource is the host path mounted at target, or "".
+func bindSource(s types.ServiceConfig, target string) string {
+	for _, v := range s.Volumes {
+		if v.Type == types.VolumeTypeBind && filepath.Clean(v.Target) == filepath.Clean(target) {
+			return v.Source
+		}
+	}
+	return ""
+}
+
+func dependsHealthy(s types.ServiceConfig, on string) bool {
+	d, ok := s.DependsOn[on]
+	return ok && d.Condition == types.ServiceConditionHealthy
+}
+
+func publishes(s types.ServiceConfig, host, port string) bool {
+	for _, p := range s.Ports {
+		ip := net.ParseIP(p.HostIP)
+		if p.Published == port && (p.HostIP == host || (host == "localhost" && ip != nil && ip.IsLoopback()) || p.HostIP == "" || p.HostIP == "0.0.0.0") {
+			return true
+		}
+	}
+	return false
+}
+
+func publishesTo(s types.ServiceConfig, published, target string) bool {
+	for _, p := range s.Ports {
+		if p.Published == published && strconv.Itoa(int(p.Target)) == target {
+			return true
+		}
+	}
+	return false
+}
