@@ -15,7 +15,12 @@ import (
 )
 
 // publicPaths may be read without credentials, as on kubeadm clusters.
-var publicPaths = map[string]bool{"/healthz": true, "/livez": true, "/readyz": true, "/version": true}
+var publicPaths = map[string]bool{
+	"/healthz": true, "/livez": true, "/readyz": true, "/version": true,
+	// Where joining nodes find the cluster (kubeadm's discovery): RBAC lets
+	// system:anonymous get only this ConfigMap.
+	"/api/v1/namespaces/kube-public/configmaps/cluster-info": true,
+}
 
 // unsecuredUser is who unauthenticated requests act as when the server
 // runs without authentication (tests, or behind a proxy that

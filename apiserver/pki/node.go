@@ -8,8 +8,9 @@ import (
 
 // KubeletClientCert and KubeletClientKey are the API server's client
 // certificate towards kubelets (logs, exec, port-forward, proxy): CN
-// kube-apiserver-kubelet-client in system:masters, from the client CA
-// that kubelets trust.
+// kube-apiserver-kubelet-client in system:masters, from the cluster CA,
+// which kubelets trust for clients (every node learns the cluster CA when
+// it joins; the client CA stays the API server's own).
 func (f Files) KubeletClientCert() string {
 	return filepath.Join(f.Dir, "apiserver-kubelet-client.crt")
 }
@@ -29,12 +30,12 @@ type NodeFiles struct {
 // client certificate towards kubelets.
 func EnsureKubeletClient(dir string) (Files, error) {
 	f := FilesIn(dir)
-	clientCA, clientCAKey, err := ensureCA(f.ClientCACert, f.ClientCAKey, "sqlkube-client-ca")
+	ca, caKey, err := ensureCA(f.CACert, f.CAKey, "sqlkube-ca")
 	if err != nil {
 		return f, err
 	}
 	subject := pkix.Name{CommonName: "kube-apiserver-kubelet-client", Organization: []string{"system:masters"}}
-	return f, ensureLeaf(f.KubeletClientCert(), f.KubeletClientKey(), clientCA, clientCAKey, subject, nil, x509.ExtKeyUsageClientAuth)
+	return f, ensureLeaf(f.KubeletClientCert(), f.KubeletClientKey(), ca, caKey, subject, nil, x509.ExtKeyUsageClientAuth)
 }
 
 // EnsureNode creates, when missing or due, node name's client and serving

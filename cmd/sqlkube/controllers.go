@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"errors"
+	"github.com/sqlkube/sqlkube/controllers/kubeletserving"
+	"k8s.io/client-go/kubernetes"
 	"strings"
 	"sync"
 
@@ -132,6 +134,17 @@ func (c *components) run(ctx context.Context, cfg *rest.Config, log zerolog.Logg
 			}
 		})
 		started = append(started, "controller-manager")
+		// Kubelets' serving certificates, which kube-controller-manager
+		// leaves to the operator: approved for nodes the cluster knows.
+		cs, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			return nil, err
+		}
+		wg.Go(func() {
+			if err := kubeletserving.Run(ctx, cs); err != nil && !errors.Is(err, context.Canceled) {
+				log.Error().Err(err).Msg("kubelet serving certificate approver stopped")
+			}
+		})
 	}
 	if !c.flags.disableScheduler {
 		o := scheduler.NewOptions()

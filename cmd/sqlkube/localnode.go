@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"net"
 	"os"
 	"path/filepath"
@@ -33,8 +34,10 @@ type localNodeFlags struct {
 	kubeletArgs     []string
 }
 
-func addLocalNodeFlags(fl *pflag.FlagSet, f *localNodeFlags) {
-	fl.BoolVar(&f.disable, "disable-node", false, "run no node (kubelet) for this host: the control plane only")
+func addLocalNodeFlags(fl *pflag.FlagSet, f *localNodeFlags, server bool) {
+	if server {
+		fl.BoolVar(&f.disable, "disable-node", false, "run no node (kubelet) for this host: the control plane only")
+	}
 	fl.StringVar(&f.name, "node-name", "", "this host's node name (default: the host name)")
 	fl.StringVar(&f.ip, "node-ip", "", "this host's node address (default: the address of the default route's interface)")
 	fl.StringVar(&f.runtimeEndpoint, "container-runtime-endpoint", "", "CRI endpoint of an existing runtime (containerd, CRI-O), unix://PATH (default: start the containerd found on PATH, configured under DATA_DIR/containerd)")
@@ -63,22 +66,9 @@ func runLocalNode(ctx context.Context, f localNodeFlags, dataDir, apiURL string,
 			return nil
 		}
 	}
-	name := f.name
-	if name == "" {
-		h, err := os.Hostname()
-		if err != nil {
-			return fmt.Errorf("--node-name: %w", err)
-		}
-		name = strings.ToLower(h)
-	}
-	ip := net.ParseIP(f.ip)
-	if f.ip != "" && ip == nil {
-		return fmt.Errorf("--node-ip %q is not an IP", f.ip)
-	}
-	if ip == nil {
-		if ip, err = utilnet.ChooseHostInterface(); err != nil {
-			ip = net.ParseIP("127.0.0.1")
-		}
+	name, ip, err := f.identity()
+	if err != nil {
+		return err
 	}
 	nodeFiles, err := pki.EnsureNode(files.Dir, name, []string{ip.String()})
 	if err != nil {
@@ -90,6 +80,49 @@ func runLocalNode(ctx context.Context, f localNodeFlags, dataDir, apiURL string,
 		return err
 	}
 
+	endpoint, stopRuntime, err := startRuntime(ctx, f, dataDir, log)
+	if err != nil || endpoint == "" {
+		return err
+	}
+	defer stopRuntime()
+	log.Info().Str("node", name).Str("ip", ip.String()).Msg("starting the kubelet")
+	return kubelet.Run(ctx, kubelet.Options{
+		Dir: nodeDir, NodeName: name, NodeIP: ip.String(), Kubeconfig: kubeconfig,
+		ClientCAFile: files.CACert, TLSCertFile: nodeFiles.ServingCert, TLSKeyFile: nodeFiles.ServingKey,
+		RuntimeEndpoint: endpoint, PodCIDR: f.podCIDR, ExtraArgs: f.kubeletArgs,
+	})
+}
+
+// identity is the node's name (default: the host name) and address
+// (default: the default route's interface).
+func (f localNodeFlags) identity() (string, net.IP, error) {
+	name := f.name
+	if name == "" {
+		h, err := os.Hostname()
+		if err != nil {
+			return "", nil, fmt.Errorf("--node-name: %w", err)
+		}
+		name = strings.ToLower(h)
+	}
+	ip := net.ParseIP(f.ip)
+	if f.ip != "" && ip == nil {
+		return "", nil, fmt.Errorf("--node-ip %q is not an IP", f.ip)
+	}
+	if ip == nil {
+		var err error
+		if ip, err = utilnet.ChooseHostInterface(); err != nil {
+			ip = net.ParseIP("127.0.0.1")
+		}
+	}
+	return name, ip, nil
+}
+
+// startRuntime starts containerd for a node under dataDir, unless
+// --container-runtime-endpoint names one: its CNI configuration and the
+// sandbox image too. An empty endpoint and no error: this host cannot run
+// containers (logged).
+func startRuntime(ctx context.Context, f localNodeFlags, dataDir string, log zerolog.Logger) (string, func(), error) {
+	nodeDir := filepath.Join(dataDir, "node")
 	endpoint := f.runtimeEndpoint
 	if endpoint == "" {
 		cniBin := ""
@@ -101,36 +134,32 @@ func runLocalNode(ctx context.Context, f localNodeFlags, dataDir, apiURL string,
 		}
 		if cniBin == "" {
 			log.Warn().Msg("no node for this host: the CNI plugins are missing (Debian: apt-get install containernetworking-plugins); the control plane runs without one")
-			return nil
+			return "", func() {}, nil
 		}
 		cniConf := filepath.Join(nodeDir, "cni", "net.d")
 		if err := writeCNIConfig(cniConf, filepath.Join(nodeDir, "cni", "ipam"), f.podCIDR); err != nil {
-			return err
+			return "", nil, err
 		}
 		ctrDir := filepath.Join(dataDir, "containerd")
 		proc, err := containerd.Start(ctx, containerd.Options{Dir: ctrDir, SandboxImage: f.sandboxImage, CNIBinDir: cniBin, CNIConfDir: cniConf})
 		if err != nil {
-			return err
+			return "", nil, err
 		}
-		defer proc.Stop()
 		if f.sandboxImage == images.PauseImageName {
 			archive := filepath.Join(ctrDir, "pause.tar")
 			if err := writeImageArchive(archive, images.PauseImage(f.sandboxImage)); err != nil {
-				return err
+				proc.Stop()
+				return "", nil, err
 			}
 			if _, err := containerd.Import(ctx, proc.Endpoint, archive); err != nil {
-				return fmt.Errorf("sandbox image: %w", err)
+				proc.Stop()
+				return "", nil, fmt.Errorf("sandbox image: %w", err)
 			}
 		}
-		endpoint = proc.Endpoint
-		log.Info().Str("endpoint", endpoint).Msg("containerd started")
+		log.Info().Str("endpoint", proc.Endpoint).Msg("containerd started")
+		return proc.Endpoint, proc.Stop, nil
 	}
-	log.Info().Str("node", name).Str("ip", ip.String()).Msg("starting the kubelet")
-	return kubelet.Run(ctx, kubelet.Options{
-		Dir: nodeDir, NodeName: name, NodeIP: ip.String(), Kubeconfig: kubeconfig,
-		ClientCAFile: files.ClientCACert, TLSCertFile: nodeFiles.ServingCert, TLSKeyFile: nodeFiles.ServingKey,
-		RuntimeEndpoint: endpoint, PodCIDR: f.podCIDR, ExtraArgs: f.kubeletArgs,
-	})
+	return endpoint, func() {}, nil
 }
 
 func writeImageArchive(path string, img images.Image) error {
@@ -159,6 +188,14 @@ func writeNodeKubeconfig(path, url, caFile string, nf pki.NodeFiles) error {
 	return clientcmd.WriteToFile(*cfg, path)
 }
 
+// bridgeName names a node's CNI bridge after its pod CIDR, so that several
+// nodes on one host (each with its own CIDR) each have their own bridge.
+func bridgeName(podCIDR string) string {
+	h := fnv.New32a()
+	h.Write([]byte(podCIDR))
+	return fmt.Sprintf("sqlkube%08x", h.Sum32())
+}
+
 // writeCNIConfig writes the pod network of a single host: a bridge with
 // host-local addresses from podCIDR and the loopback.
 func writeCNIConfig(confDir, ipamDir, podCIDR string) error {
@@ -173,7 +210,7 @@ func writeCNIConfig(confDir, ipamDir, podCIDR string) error {
 		"name":       "sqlkube",
 		"plugins": []any{
 			map[string]any{
-				"type": "bridge", "bridge": "sqlkube0", "isGateway": true, "ipMasq": true, "hairpinMode": true,
+				"type": "bridge", "bridge": bridgeName(podCIDR), "isGateway": true, "ipMasq": true, "hairpinMode": true,
 				"ipam": map[string]any{
 					"type": "host-local", "dataDir": ipamDir,
 					"ranges": [][]map[string]string{{{"subnet": podCIDR}}},

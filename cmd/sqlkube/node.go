@@ -33,14 +33,21 @@ type nodeFlags struct {
 	rbacUser      string
 	pprofAddress  string
 	podStartDelay time.Duration
+	// join: a real node (without --fake).
+	join joinFlags
 }
 
 func newNodeCommand(lf *logFlags) *cobra.Command {
 	f := &nodeFlags{}
 	cmd := &cobra.Command{
-		Use:   "node --fake",
-		Short: "Run simulated nodes (--fake): Node objects with heartbeats whose bound pods run without containers",
-		Long: `node --fake registers --count Node objects (PREFIX0 … PREFIX(N-1)) through any
+		Use:   "node [--fake | --server URL --token TOKEN --ca-cert-hash sha256:HEX | --kubeconfig F]",
+		Short: "Run a node for this host that joins a cluster (kubelet over containerd), or simulated nodes (--fake)",
+		Long: `node --server URL --token TOKEN --ca-cert-hash sha256:HEX joins this host to a cluster
+as kubeadm's kubelet TLS bootstrap does: Kubernetes' kubelet over the containerd
+it starts (as sqlkube server's own node), with client and serving certificates
+issued through CSRs. --kubeconfig F uses an existing node credential instead.
+
+node --fake registers --count Node objects (PREFIX0 … PREFIX(N-1)) through any
 Kubernetes API server and keeps them Ready with Leases and status updates as
 kubelets do. Pods bound to them run at once (no containers): Running with an
 IP, then Succeeded or Failed when annotated fake.sqlkube.io/succeed-after or
@@ -50,6 +57,25 @@ confirmed gone. SIGTERM stops the heartbeats; the Node objects stay.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if f.printRBAC {
 				return printFakeNodeRBAC(cmd.OutOrStdout(), f.rbacUser)
+			}
+			if !f.fake {
+				log, err := stderrLogger(lf)
+				if err != nil {
+					return err
+				}
+				ctx, stop := signalContext(cmd.Context())
+				defer stop()
+				var extra []string
+				if f.labels != "" {
+					extra = append(extra, "--node-labels="+f.labels)
+				}
+				if f.taints != "" {
+					extra = append(extra, "--register-with-taints="+f.taints)
+				}
+				if f.kubeconfig != "" && f.join.token != "" {
+					return errors.New("give either --kubeconfig or --token")
+				}
+				return runJoinedNode(ctx, f.join, f.kubeconfig, extra, log)
 			}
 			opts, cfg, err := f.options()
 			if err != nil {
@@ -72,7 +98,12 @@ confirmed gone. SIGTERM stops the heartbeats; the Node objects stay.`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.BoolVar(&f.fake, "fake", false, "simulate the nodes (the only kind so far)")
+	fl.BoolVar(&f.fake, "fake", false, "simulate --count nodes (no containers); without it, run a real node for this host (kubelet over containerd)")
+	addLocalNodeFlags(fl, &f.join.localNodeFlags, false)
+	fl.StringVar(&f.join.server, "server", "", "the cluster's API (https://HOST:PORT) to join with --token")
+	fl.StringVar(&f.join.token, "token", "", "bootstrap token to join with (`sqlkube token create`): the kubelet gets its certificates through CSRs")
+	fl.StringSliceVar(&f.join.caCertHash, "ca-cert-hash", nil, "sha256:HEX of the cluster CA's public key, which --token's discovery must find (`sqlkube token create --print-join-command`)")
+	fl.StringVar(&f.join.dataDir, "data-dir", "./sqlkube-node", "a real node's data directory (kubelet, containerd, certificates)")
 	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig of the API server (default: $KUBECONFIG)")
 	fl.IntVar(&f.count, "count", 1, "number of nodes")
 	fl.StringVar(&f.namePrefix, "name-prefix", fake.DefaultNamePrefix, "node names are PREFIX0 … PREFIX(N-1)")

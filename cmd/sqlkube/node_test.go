@@ -153,7 +153,7 @@ func TestNodeCommand_BadFlags(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"node", "--kubeconfig", "x"}, "give --fake"},
+		{[]string{"node", "--server", "https://127.0.0.1:1"}, "give --server and --token"},
 		{[]string{"node", "--fake", "--kubeconfig", "x", "--node-taints", "a=b"}, "--node-taints"},
 		{[]string{"node", "--fake", "--kubeconfig", "x", "--node-taints", "a=b:Sometimes"}, "effect"},
 		{[]string{"node", "--fake", "--kubeconfig", "x", "--capacity", "cpu=lots"}, "--capacity"},

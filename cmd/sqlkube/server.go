@@ -139,7 +139,7 @@ func newServerCommand(lf *logFlags) *cobra.Command {
 	fl.StringVar(&f.etcdListenAddress, "etcd-listen-address", "", "also serve the etcd API here for other tools (empty: off); off this host, over TLS with client certificates generated under DATA_DIR/tls")
 	fl.IntVar(&f.api.fakeNodes, "fake-nodes", 0, "also run this many simulated nodes in-process (as `sqlkube node --fake`: fake-0 …)")
 	f.api.node = &localNodeFlags{}
-	addLocalNodeFlags(fl, f.api.node)
+	addLocalNodeFlags(fl, f.api.node, true)
 	fl.BoolVar(&f.etcdClientCertAuth, "etcd-client-cert-auth", false, "require TLS client certificates on --etcd-listen-address even on a loopback address or unix socket")
 	return cmd
 }
@@ -411,6 +411,12 @@ func serveAPI(ctx context.Context, f *apiFlags, client *kubernetes.Client, stora
 			}
 		})
 	}
+	clusterURL := "https://" + net.JoinHostPort(advertise.String(), strconv.Itoa(l.Addr().(*net.TCPAddr).Port))
+	background.Go(func() {
+		if err := ensureClusterInfo(bgCtx, api.Loopback(), clusterURL, files.CACert); err != nil && bgCtx.Err() == nil {
+			log.Warn().Err(err).Msg("could not publish kube-public/cluster-info: nodes cannot join with a bootstrap token")
+		}
+	})
 	if f.node != nil && !f.node.disable {
 		nodeURL := "https://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(l.Addr().(*net.TCPAddr).Port))
 		if ip := net.ParseIP(f.bindAddress); ip != nil && !ip.IsUnspecified() {

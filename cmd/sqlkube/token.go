@@ -2,6 +2,9 @@ package main
 
 import (
 	"fmt"
+	certutil "k8s.io/client-go/util/cert"
+	"k8s.io/kubernetes/cmd/kubeadm/app/util/pubkeypin"
+	"os"
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
@@ -39,6 +42,7 @@ func newTokenCommand() *cobra.Command {
 	}
 
 	var opts bootstraptoken.Options
+	var printJoin bool
 	create := &cobra.Command{
 		Use:   "create [TOKEN]",
 		Short: "Create a bootstrap token and print it (random unless TOKEN is given)",
@@ -55,10 +59,33 @@ func newTokenCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintln(cmd.OutOrStdout(), token)
+			if !printJoin {
+				fmt.Fprintln(cmd.OutOrStdout(), token)
+				return nil
+			}
+			path := kubeconfig
+			if path == "" {
+				path = filepath.Join(dataDir, "kubeconfig")
+			}
+			cfg, err := clientcmd.BuildConfigFromFlags("", path)
+			if err != nil {
+				return err
+			}
+			caPEM := cfg.CAData
+			if len(caPEM) == 0 && cfg.CAFile != "" {
+				if caPEM, err = os.ReadFile(cfg.CAFile); err != nil {
+					return err
+				}
+			}
+			cas, err := certutil.ParseCertsPEM(caPEM)
+			if err != nil || len(cas) == 0 {
+				return fmt.Errorf("the kubeconfig's CA: %v", err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "sqlkube node --server %s --token %s --ca-cert-hash %s\n", cfg.Host, token, pubkeypin.Hash(cas[0]))
 			return nil
 		},
 	}
+	create.Flags().BoolVar(&printJoin, "print-join-command", false, "print the `sqlkube node` command that joins a node with the token (the API's address as the kubeconfig names it, the CA's hash)")
 	create.Flags().DurationVar(&opts.TTL, "ttl", 24*time.Hour, "how long the token lives (0: for ever)")
 	create.Flags().StringVar(&opts.Description, "description", "", "a note stored with the token")
 	create.Flags().StringSliceVar(&opts.Usages, "usages", bootstraptoken.DefaultUsages, "what the token may be used for: authentication, signing")

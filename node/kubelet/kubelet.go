@@ -36,8 +36,14 @@ type Options struct {
 	NodeName string
 	// NodeIP is the node's InternalIP (default: the kubelet's own pick).
 	NodeIP string
-	// Kubeconfig is the node's credential towards the API server.
-	Kubeconfig string
+	// Kubeconfig is the node's credential towards the API server. With
+	// BootstrapKubeconfig (a bootstrap token), the kubelet writes it
+	// itself once its client certificate is issued (TLS bootstrap).
+	Kubeconfig          string
+	BootstrapKubeconfig string
+	// ServerTLSBootstrap has the kubelet ask the cluster for its serving
+	// certificate (a kubelet-serving CSR) instead of TLSCertFile.
+	ServerTLSBootstrap bool
 	// ClientCAFile verifies the API server's (and other callers') client
 	// certificates on the kubelet's port.
 	ClientCAFile string
@@ -84,6 +90,11 @@ func Server(o Options) (*options.KubeletServer, error) {
 		return nil, err
 	}
 	kf.KubeConfig = o.Kubeconfig
+	kf.BootstrapKubeconfig = o.BootstrapKubeconfig
+	if o.BootstrapKubeconfig != "" {
+		kc.RotateCertificates = true
+	}
+	kc.ServerTLSBootstrap = o.ServerTLSBootstrap
 	kf.RootDirectory = RootDir(dir)
 	kf.CertDirectory = filepath.Join(RootDir(dir), "pki")
 	kf.HostnameOverride = o.NodeName

@@ -1,0 +1,91 @@
+package e2e
+
+import (
+	"bytes"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sqlkube/sqlkube/node/containerd"
+)
+
+// TestRealNode_Join: a second node joins with a bootstrap token as kubeadm's
+// do (discovery pinned by the CA hash, client and serving certificates
+// through CSRs), pods schedule onto it, and logs and exec reach them
+// through the API server, which verifies the node's serving certificate.
+func TestRealNode_Join(t *testing.T) {
+	requireNodeHost(t)
+	s := startNodeServer(t, filepath.Join(t.TempDir(), "data"), "e2e-first")
+	k := kubectlPath(t)
+	join := strings.Fields(s.sqlkube(t, "token", "create", "--print-join-command"))
+	if len(join) != 8 || join[0] != "sqlkube" || join[1] != "node" {
+		t.Fatalf("join command %q", join)
+	}
+	// A wrong CA hash is refused before anything runs.
+	agentDir := filepath.Join(t.TempDir(), "agent")
+	bad := append(append([]string{}, join[2:7]...), "sha256:"+strings.Repeat("0", 64), "--data-dir", agentDir)
+	if out, err := exec.Command(sqlkubeBin, append([]string{"node"}, bad...)...).CombinedOutput(); err == nil || !strings.Contains(string(out), "does not match --ca-cert-hash") {
+		t.Fatalf("a wrong --ca-cert-hash: %v\n%s", err, out)
+	}
+
+	port := freePort(t)
+	t.Cleanup(func() { unmountUnder(t, agentDir) })
+	agent := exec.Command(sqlkubeBin, append(join[1:], "--data-dir", agentDir, "--node-name", "e2e-second",
+		"--node-pod-cidr", "10.42.7.0/24", "--kubelet-arg=--port="+strconv.Itoa(port), "--log-format", "json")...)
+	var logs bytes.Buffer
+	agent.Stdout, agent.Stderr = &lockedWriter{w: &logs}, &lockedWriter{w: &logs}
+	if err := agent.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- agent.Wait() }()
+	t.Cleanup(func() {
+		_ = agent.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(stopTimeout):
+			_ = agent.Process.Kill()
+			<-done
+		}
+	})
+	t.Cleanup(func() {
+		// Pods go first, while the node still runs to remove them.
+		s.removeAllPods(t)
+		waitFor(t, 90*time.Second, "the joined node's runtime to be empty", func() bool {
+			out, _ := exec.Command("ctr", "--address", containerd.Socket(filepath.Join(agentDir, "containerd")), "-n", containerd.Namespace, "containers", "ls", "-q").Output()
+			return strings.TrimSpace(string(out)) == ""
+		})
+	})
+
+	s.waitKubectl(t, k, "True", "get", "node", "e2e-second", "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
+	// Both of its certificates came through CSRs the cluster approved.
+	csrs := s.mustKubectl(t, k, "get", "csr", "-o", `jsonpath={range .items[*]}{.spec.signerName} {.spec.username} {.status.conditions[0].type}{"\n"}{end}`)
+	for _, want := range []string{"kubernetes.io/kube-apiserver-client-kubelet system:bootstrap:", "kubernetes.io/kubelet-serving system:node:e2e-second Approved"} {
+		if !strings.Contains(csrs, want) {
+			t.Errorf("CSRs lack %q:\n%s", want, csrs)
+		}
+	}
+	s.sqlkube(t, "images", "import", "--data-dir", agentDir, writeTestImage(t))
+	s.mustKubectl(t, k, "apply", "-f", podManifest(t, `
+apiVersion: v1
+kind: Pod
+metadata: {name: joined}
+spec:
+  nodeSelector: {kubernetes.io/hostname: e2e-second}
+  terminationGracePeriodSeconds: 1
+  containers:
+  - {name: c, image: IMAGE, command: [sh, -c, "echo on the second node; sleep 3600"]}
+`))
+	s.mustKubectl(t, k, "wait", "--for=condition=Ready", "pod/joined", "--timeout=90s")
+	if node := s.mustKubectl(t, k, "get", "pod", "joined", "-o", "jsonpath={.spec.nodeName} {.status.podIP}"); !strings.HasPrefix(node, "e2e-second 10.42.7.") {
+		t.Errorf("pod joined is on %q, want e2e-second with an address from 10.42.7.0/24", node)
+	}
+	s.waitKubectl(t, k, "on the second node", "logs", "joined")
+	if out := strings.TrimSpace(s.mustKubectl(t, k, "exec", "joined", "--", "hostname")); out != "joined" {
+		t.Errorf("exec on the second node: %q\n%s", out, logs.String())
+	}
+}

@@ -1,0 +1,80 @@
+package main
+
+import (
+	"context"
+	"os"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	bootstrapapi "k8s.io/cluster-bootstrap/token/api"
+)
+
+// ensureClusterInfo publishes where the cluster is, as kubeadm does, for
+// nodes that join with a bootstrap token: the ConfigMap kube-public/
+// cluster-info holding a kubeconfig with the API's URL and the cluster CA
+// (the bootstrap-signer controller signs it with each signing token), and
+// the Role and RoleBinding that let anyone read it, without credentials.
+func ensureClusterInfo(ctx context.Context, cfg *rest.Config, url, caFile string) error {
+	ca, err := os.ReadFile(caFile)
+	if err != nil {
+		return err
+	}
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters[""] = &clientcmdapi.Cluster{Server: url, CertificateAuthorityData: ca}
+	data, err := clientcmd.Write(*kc)
+	if err != nil {
+		return err
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	ns := metav1.NamespacePublic
+	role := &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: "sqlkube:bootstrap-signer-clusterinfo", Namespace: ns},
+		Rules:      []rbacv1.PolicyRule{{Verbs: []string{"get"}, APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{bootstrapapi.ConfigMapClusterInfo}}},
+	}
+	binding := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: role.Name, Namespace: ns},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "system:anonymous"}},
+	}
+	// The namespace comes from the server's bootstrap; retry briefly.
+	return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		if _, err := cs.RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return false, nil
+		}
+		if _, err := cs.RbacV1().RoleBindings(ns).Create(ctx, binding, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return false, nil
+		}
+		cm, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, bootstrapapi.ConfigMapClusterInfo, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			cm = &corev1.ConfigMap{
+				ObjectMeta: metav1.ObjectMeta{Name: bootstrapapi.ConfigMapClusterInfo, Namespace: ns},
+				Data:       map[string]string{bootstrapapi.KubeConfigKey: string(data)},
+			}
+			_, err = cs.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{})
+			return err == nil, nil
+		case err != nil:
+			return false, nil
+		case cm.Data[bootstrapapi.KubeConfigKey] == string(data):
+			return true, nil
+		}
+		// The URL or CA changed: the signer re-signs it.
+		if cm.Data == nil {
+			cm.Data = map[string]string{}
+		}
+		cm.Data[bootstrapapi.KubeConfigKey] = string(data)
+		_, err = cs.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{})
+		return err == nil, nil
+	})
+}
