@@ -75,6 +75,19 @@ type Config struct {
 	// (all run by default), as kube-apiserver's
 	// --disable-admission-plugins.
 	DisableAdmissionPlugins []string
+	// ProxyClientCertFile and ProxyClientKeyFile are the client
+	// certificate the aggregation proxy presents to aggregated API
+	// servers (kube-apiserver's --proxy-client-cert-file and
+	// --proxy-client-key-file; reloaded when they change); empty: none.
+	ProxyClientCertFile, ProxyClientKeyFile string
+	// RequestHeaderCAFile signed the proxy's client certificate, whose
+	// common name is one of RequestHeaderAllowedNames; ClientCAFile signs
+	// users' client certificates. They are published in
+	// kube-system/extension-apiserver-authentication, where aggregated
+	// servers learn whom to trust (aggregator_trust.go); empty: not
+	// published.
+	RequestHeaderCAFile, ClientCAFile string
+	RequestHeaderAllowedNames         []string
 }
 
 // Server serves the Kubernetes API.
@@ -123,6 +136,9 @@ type Server struct {
 	// built-in resources' equivalents.
 	admission        admission.Interface
 	admissionObjects admission.ObjectInterfaces
+	// aggregator proxies aggregated APIs (aggregator.go); nil until
+	// started.
+	aggregator *aggregator
 }
 
 // New builds the server and its storage (a watch cache per resource).
@@ -227,6 +243,14 @@ func (s *Server) startAuth() error {
 	stop := make(chan struct{})
 	// Admission's informers are requested before the factory starts.
 	if s.admission, err = s.newAdmission(client, stop); err != nil {
+		close(stop)
+		return err
+	}
+	if err := s.startAggregator(stop); err != nil {
+		close(stop)
+		return err
+	}
+	if err := s.startAuthenticationTrust(stop); err != nil {
 		close(stop)
 		return err
 	}

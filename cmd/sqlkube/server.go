@@ -323,6 +323,11 @@ func serveAPI(ctx context.Context, f *apiFlags, client *kubernetes.Client, stora
 		MaxRequestsInflight: f.maxInflight, MaxMutatingRequestsInflight: f.maxMutating,
 		TokenAuthFile: f.tokenAuthFile, ServiceAccountKey: saKey, ServiceAccountIssuer: f.saIssuer,
 		AuthorizationMode: f.authorizationMode, DisableAdmissionPlugins: f.disableAdmission,
+		// The aggregation proxy's client certificate and the CAs
+		// aggregated servers are told to trust.
+		ProxyClientCertFile: files.FrontProxyClientCert, ProxyClientKeyFile: files.FrontProxyClientKey,
+		RequestHeaderCAFile: files.FrontProxyCACert, RequestHeaderAllowedNames: []string{pki.FrontProxyClientName},
+		ClientCAFile: clientCAFile,
 	}
 	if f.encryption != "" {
 		if conf.Transformers, err = apiserver.LoadEncryptionConfig(ctx, f.encryption); err != nil {
