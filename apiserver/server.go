@@ -139,6 +139,9 @@ type Server struct {
 	// aggregator proxies aggregated APIs (aggregator.go); nil until
 	// started.
 	aggregator *aggregator
+	// converters make CRDs' conversion webhook converters
+	// (customresource_conversion.go).
+	converters *crdConverters
 }
 
 // New builds the server and its storage (a watch cache per resource).
@@ -190,6 +193,10 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("apiserver: managed fields: %w", err)
 	}
 	s.echo = s.routes()
+	if s.converters, err = newCRDConverters(); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("apiserver: conversion webhooks: %w", err)
+	}
 	if err := s.startCRDs(); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("apiserver: custom resources: %w", err)
@@ -250,6 +257,7 @@ func (s *Server) startAuth() error {
 		close(stop)
 		return err
 	}
+	s.converters.services.Store(&s.aggregator.services) // conversion webhooks behind services
 	if err := s.startAuthenticationTrust(stop); err != nil {
 		close(stop)
 		return err
