@@ -55,7 +55,7 @@ type customResource struct {
 	// converter converts between the CRD's versions (nil: strategy None,
 	// only apiVersion changes).
 	converter runtime.ObjectConvertor
-	fields       *customFieldManagers
+	fields    *customFieldManagers
 }
 
 // newCustomResources makes the registry entries of a CRD's served
