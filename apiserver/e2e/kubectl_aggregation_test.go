@@ -27,11 +27,12 @@ import (
 // and a hand-made EndpointSlice, registered by an APIService: each
 // kubectl reaches it with `get --raw` (the backend sees the admin's
 // identity in X-Remote-User), finds its resources by discovery and gets
-// them.
+// them; the same server also serves metrics.k8s.io, as metrics-server,
+// and `kubectl top node` shows the simulated node's usage.
 func TestKubectl_Aggregation(t *testing.T) {
 	bins := kubectls(t)
 	ip := hostIPv4(t) // EndpointSlices may not name loopback addresses
-	s := startServer(t, t.TempDir())
+	s := startCommand(t, t.TempDir(), "server", "--fake-nodes", "1")
 	requestHeaderCA := s.mustKubectl(t, bins["kubectl"], "get", "configmap", "-n", "kube-system", "extension-apiserver-authentication",
 		"-o", "jsonpath={.data.requestheader-client-ca-file}")
 	port, caBundle := aggregatedBackend(t, ip, []byte(requestHeaderCA))
@@ -39,7 +40,9 @@ func TestKubectl_Aggregation(t *testing.T) {
 	objects := filepath.Join(dir, "aggregated.yaml")
 	writeFile(t, objects, fmt.Sprintf(aggregatedObjects, ip, port, base64.StdEncoding.EncodeToString(caBundle)))
 	s.mustKubectl(t, bins["kubectl"], "apply", "-f", objects)
-	s.mustKubectl(t, bins["kubectl"], "wait", "--for=condition=Available", "apiservice/v1alpha1.wardle.e2e.example.com", "--timeout=60s")
+	s.mustKubectl(t, bins["kubectl"], "wait", "--for=condition=Available", "apiservice/v1alpha1.wardle.e2e.example.com",
+		"apiservice/v1beta1.metrics.k8s.io", "--timeout=60s")
+	s.mustKubectl(t, bins["kubectl"], "wait", "--for=condition=Ready", "node/fake-0", "--timeout=60s")
 
 	for name, bin := range bins {
 		t.Run(name, func(t *testing.T) {
@@ -67,6 +70,10 @@ func TestKubectl_Aggregation(t *testing.T) {
 			if !strings.Contains(out, "wardle/api") || !strings.Contains(out, "True") {
 				t.Fatalf("get apiservice: %s", out)
 			}
+			out = s.mustKubectl(t, bin, "top", "node")
+			if !strings.Contains(out, "fake-0") || !strings.Contains(out, "250m") {
+				t.Fatalf("top node: %s", out)
+			}
 		})
 	}
 }
@@ -88,8 +95,8 @@ metadata:
   namespace: wardle
   labels: {kubernetes.io/service-name: api}
 addressType: IPv4
-endpoints: [{addresses: ["%s"], conditions: {ready: true}}]
-ports: [{name: https, port: %d}]
+endpoints: [{addresses: ["%[1]s"], conditions: {ready: true}}]
+ports: [{name: https, port: %[2]d}]
 ---
 apiVersion: apiregistration.k8s.io/v1
 kind: APIService
@@ -100,13 +107,26 @@ spec:
   groupPriorityMinimum: 1000
   versionPriority: 15
   service: {name: api, namespace: wardle, port: 443}
-  caBundle: %s
+  caBundle: %[3]s
+---
+apiVersion: apiregistration.k8s.io/v1
+kind: APIService
+metadata: {name: v1beta1.metrics.k8s.io}
+spec:
+  group: metrics.k8s.io
+  version: v1beta1
+  groupPriorityMinimum: 100
+  versionPriority: 100
+  service: {name: api, namespace: wardle, port: 443}
+  caBundle: %[3]s
 `
 
 // aggregatedBackend serves wardle.e2e.example.com/v1alpha1 over TLS on
 // ip, to clients with a certificate from requestHeaderCA: discovery, and
 // flunders (one, named "one"; the list carries the X-Remote-User and
-// X-Remote-Group it was sent). It returns its port and CA.
+// X-Remote-Group it was sent), and metrics.k8s.io/v1beta1 node metrics
+// (fake-0 uses 250m of CPU and 64Mi of memory). It returns its port and
+// CA.
 func aggregatedBackend(t *testing.T, ip string, requestHeaderCA []byte) (int, []byte) {
 	t.Helper()
 	clientCAs := x509.NewCertPool()
@@ -129,6 +149,26 @@ func aggregatedBackend(t *testing.T, ip string, requestHeaderCA []byte) (int, []
 				"name": "one", "namespace": r.PathValue("ns"), "creationTimestamp": time.Now().UTC().Format(time.RFC3339),
 			}}},
 			"user": r.Header.Get("X-Remote-User"), "groups": r.Header.Values("X-Remote-Group"),
+		})
+	})
+	metrics := "metrics.k8s.io/v1beta1"
+	mux.HandleFunc("/apis/"+metrics, func(w http.ResponseWriter, r *http.Request) {
+		writeJSONResponse(w, map[string]any{
+			"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": metrics,
+			"resources": []any{
+				map[string]any{"name": "nodes", "singularName": "", "namespaced": false, "kind": "NodeMetrics", "verbs": []string{"get", "list"}},
+				map[string]any{"name": "pods", "singularName": "", "namespaced": true, "kind": "PodMetrics", "verbs": []string{"get", "list"}},
+			},
+		})
+	})
+	mux.HandleFunc("/apis/"+metrics+"/nodes", func(w http.ResponseWriter, r *http.Request) {
+		now := time.Now().UTC().Format(time.RFC3339)
+		writeJSONResponse(w, map[string]any{
+			"kind": "NodeMetricsList", "apiVersion": metrics, "metadata": map[string]any{},
+			"items": []any{map[string]any{
+				"metadata": map[string]any{"name": "fake-0", "creationTimestamp": now}, "timestamp": now, "window": "10s",
+				"usage": map[string]any{"cpu": "250m", "memory": "64Mi"},
+			}},
 		})
 	})
 	hs := httptest.NewUnstartedServer(mux)
