@@ -127,7 +127,7 @@ func (s *Server) startAggregator(stop <-chan struct{}) error {
 	}
 	go local.Run(1, stop)
 	go remote.Run(2, stop)
-	s.aggregator = a
+	s.aggregator.Store(a)
 	s.ready = append(s.ready, func() bool { return synced() })
 	s.stops = append(s.stops, factory.Shutdown)
 	return nil

@@ -69,7 +69,7 @@ func (a *aggregator) remoteGroups() [][]*apiregistrationv1.APIService {
 // (an aggregated version of a group served here joins its versions).
 func (s *Server) allGroups() []metav1.APIGroup {
 	out := s.groups()
-	for _, svcs := range s.aggregator.remoteGroups() {
+	for _, svcs := range s.aggregator.Load().remoteGroups() {
 		i := slices.IndexFunc(out, func(g metav1.APIGroup) bool { return g.Name == svcs[0].Spec.Group })
 		if i < 0 {
 			v := groupVersionFor(svcs[0])
@@ -93,7 +93,7 @@ func groupVersionFor(svc *apiregistrationv1.APIService) metav1.GroupVersionForDi
 // aggregatedGroups adds the aggregated group-versions to the aggregated
 // discovery list of named groups.
 func (s *Server) aggregatedGroups(ctx context.Context, list *apidiscoveryv2.APIGroupDiscoveryList) {
-	for _, svcs := range s.aggregator.remoteGroups() {
+	for _, svcs := range s.aggregator.Load().remoteGroups() {
 		i := slices.IndexFunc(list.Items, func(g apidiscoveryv2.APIGroupDiscovery) bool { return g.Name == svcs[0].Spec.Group })
 		if i < 0 {
 			list.Items = append(list.Items, apidiscoveryv2.APIGroupDiscovery{ObjectMeta: metav1.ObjectMeta{Name: svcs[0].Spec.Group}})
@@ -105,7 +105,7 @@ func (s *Server) aggregatedGroups(ctx context.Context, list *apidiscoveryv2.APIG
 			}
 			v := apidiscoveryv2.APIVersionDiscovery{Version: svc.Spec.Version, Freshness: apidiscoveryv2.DiscoveryFreshnessStale}
 			if apiregistrationhelper.IsAPIServiceConditionTrue(svc, apiregistrationv1.Available) {
-				if resources, err := s.aggregator.resources(ctx, svc); err == nil {
+				if resources, err := s.aggregator.Load().resources(ctx, svc); err == nil {
 					v = versionDiscoveryOf(schema.GroupVersion{Group: svc.Spec.Group, Version: svc.Spec.Version}, resources)
 				}
 			}

@@ -20,7 +20,7 @@ import (
 // /openapi/v3 index (index is returned unchanged when there are none or
 // it cannot be read).
 func (s *Server) withAggregatedV3Paths(index []byte) []byte {
-	groups := s.aggregator.remoteGroups()
+	groups := s.aggregator.Load().remoteGroups()
 	if len(groups) == 0 {
 		return index
 	}

@@ -79,8 +79,10 @@ func (s *Server) openAPIV3Index(c echo.Context) error {
 // allows.
 func (s *Server) openAPIV3Doc(c echo.Context) error {
 	path := strings.TrimPrefix(c.Request().URL.Path, "/openapi/v3/")
-	if svc, ok := s.aggregator.remoteAPIService("/" + path); ok {
-		return s.aggregator.serveOpenAPIV3(c, svc, path) // aggregator_openapi.go
+	if a := s.aggregator.Load(); a != nil {
+		if svc, ok := a.remoteAPIService("/" + path); ok {
+			return a.serveOpenAPIV3(c, svc, path) // aggregator_openapi.go
+		}
 	}
 	docs, err := s.openAPIDocs()
 	if err != nil {

@@ -72,8 +72,10 @@ func (s *Server) serveResource(c echo.Context) error {
 	if err != nil {
 		return writeStatus(c, apierrors.NewBadRequest(err.Error()))
 	}
-	if svc, ok := s.aggregator.remoteAPIService(c.Request().URL.Path); ok {
-		return s.aggregator.serve(c, svc) // aggregator.go
+	if a := s.aggregator.Load(); a != nil {
+		if svc, ok := a.remoteAPIService(c.Request().URL.Path); ok {
+			return a.serve(c, svc) // aggregator.go
+		}
 	}
 	if !info.IsResourceRequest {
 		return s.serveDiscovery(c)

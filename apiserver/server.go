@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -137,8 +138,8 @@ type Server struct {
 	admission        admission.Interface
 	admissionObjects admission.ObjectInterfaces
 	// aggregator proxies aggregated APIs (aggregator.go); nil until
-	// started.
-	aggregator *aggregator
+	// started, which requests over the loopback may overtake.
+	aggregator atomic.Pointer[aggregator]
 	// converters make CRDs' conversion webhook converters
 	// (customresource_conversion.go).
 	converters *crdConverters
@@ -257,7 +258,7 @@ func (s *Server) startAuth() error {
 		close(stop)
 		return err
 	}
-	s.converters.services.Store(&s.aggregator.services) // conversion webhooks behind services
+	s.converters.services.Store(&s.aggregator.Load().services) // conversion webhooks behind services
 	if err := s.startAuthenticationTrust(stop); err != nil {
 		close(stop)
 		return err
