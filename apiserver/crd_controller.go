@@ -229,7 +229,11 @@ func (c *crdController) serve(crd *apiextensionsv1.CustomResourceDefinition) err
 	if cur, ok := c.served[crd.Name]; ok && cur.fingerprint == string(fp) {
 		return nil
 	}
-	resources, err := newCustomResources(crd, c.s.openapi.Definitions())
+	converter, err := c.s.converters.converter(crd)
+	if err != nil {
+		return err
+	}
+	resources, err := newCustomResources(crd, c.s.openapi.Definitions(), converter)
 	if err != nil {
 		return err
 	}

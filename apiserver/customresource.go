@@ -50,15 +50,19 @@ type customResource struct {
 	table rest.TableConvertor
 	scale *apiextensionsv1.CustomResourceSubresourceScale
 	// storageCodec writes objects in the storage version and reads them
-	// in this version (conversion strategy None).
+	// in this version, converting with converter.
 	storageCodec runtime.Codec
-	fields       *customFieldManagers
+	// converter converts between the CRD's versions (nil: strategy None,
+	// only apiVersion changes).
+	converter runtime.ObjectConvertor
+	fields    *customFieldManagers
 }
 
 // newCustomResources makes the registry entries of a CRD's served
 // versions (without storage, which the caller adds); staticDefs are the
-// built-in OpenAPI definitions server-side apply needs besides the CRD's.
-func newCustomResources(crd *apiextensionsv1.CustomResourceDefinition, staticDefs map[string]*spec.Schema) ([]*Resource, error) {
+// built-in OpenAPI definitions server-side apply needs besides the CRD's;
+// converter converts between versions (nil: strategy None).
+func newCustomResources(crd *apiextensionsv1.CustomResourceDefinition, staticDefs map[string]*spec.Schema, converter runtime.ObjectConvertor) ([]*Resource, error) {
 	storageVersion := ""
 	for _, v := range crd.Spec.Versions {
 		if v.Storage {
@@ -73,8 +77,10 @@ func newCustomResources(crd *apiextensionsv1.CustomResourceDefinition, staticDef
 		}
 		gv := schema.GroupVersion{Group: crd.Spec.Group, Version: v.Name}
 		cr := &customResource{
-			crd: crd, version: v.Name,
-			storageCodec: unstructuredStorageCodec{served: gv, stored: schema.GroupVersion{Group: crd.Spec.Group, Version: storageVersion}},
+			crd: crd, version: v.Name, converter: converter,
+			storageCodec: unstructuredStorageCodec{
+				served: gv, stored: schema.GroupVersion{Group: crd.Spec.Group, Version: storageVersion}, converter: converter,
+			},
 		}
 		if v.Schema != nil && v.Schema.OpenAPIV3Schema != nil {
 			internal := &apiextensions.CustomResourceValidation{}
@@ -226,9 +232,13 @@ func (cr *customResource) prune(obj runtime.Object) []error {
 }
 
 // unstructuredStorageCodec stores custom resources as JSON in the CRD's
-// storage version and reads them in the served one (conversion strategy
-// None: only apiVersion changes).
-type unstructuredStorageCodec struct{ served, stored schema.GroupVersion }
+// storage version and reads them in the served one: with a converter
+// (strategy Webhook) objects in another version are converted, else
+// (strategy None) only apiVersion changes.
+type unstructuredStorageCodec struct {
+	served, stored schema.GroupVersion
+	converter      runtime.ObjectConvertor
+}
 
 func (c unstructuredStorageCodec) Encode(obj runtime.Object, w io.Writer) error {
 	u, ok := obj.(*unstructured.Unstructured)
@@ -236,6 +246,15 @@ func (c unstructuredStorageCodec) Encode(obj runtime.Object, w io.Writer) error 
 		return fmt.Errorf("custom resource storage: cannot encode a %T", obj)
 	}
 	out := &unstructured.Unstructured{Object: maps.Clone(u.Object)}
+	if c.converter != nil && u.GetAPIVersion() != c.stored.String() {
+		converted, err := c.converter.ConvertToVersion(u, c.stored)
+		if err != nil {
+			return err
+		}
+		if out, ok = converted.(*unstructured.Unstructured); !ok {
+			return fmt.Errorf("custom resource storage: conversion made a %T", converted)
+		}
+	}
 	out.SetAPIVersion(c.stored.String())
 	return unstructured.UnstructuredJSONScheme.Encode(out, w)
 }
@@ -245,12 +264,25 @@ func (c unstructuredStorageCodec) Decode(data []byte, defaults *schema.GroupVers
 	if err != nil {
 		return nil, gvk, err
 	}
-	if u, ok := obj.(*unstructured.Unstructured); ok && strings.HasPrefix(u.GetAPIVersion(), c.served.Group+"/") {
-		u.SetAPIVersion(c.served.String())
-		g := u.GroupVersionKind()
-		gvk = &g
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok || !strings.HasPrefix(u.GetAPIVersion(), c.served.Group+"/") || u.GetAPIVersion() == c.served.String() {
+		return obj, gvk, nil
 	}
-	return obj, gvk, nil
+	if c.converter == nil {
+		u.SetAPIVersion(c.served.String())
+	} else {
+		converted, err := c.converter.ConvertToVersion(u, c.served)
+		if err != nil {
+			return nil, gvk, err
+		}
+		cu, ok := converted.(*unstructured.Unstructured)
+		if !ok {
+			return nil, gvk, fmt.Errorf("custom resource storage: conversion made a %T", converted)
+		}
+		u.Object = cu.Object // into, when given, is u
+	}
+	g := u.GroupVersionKind()
+	return u, &g, nil
 }
 
 func (c unstructuredStorageCodec) Identifier() runtime.Identifier {

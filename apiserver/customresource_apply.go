@@ -72,8 +72,9 @@ func (f *customFieldManagers) typeConverter() managedfields.TypeConverter {
 }
 
 // unstructuredConvertor converts, defaults and creates custom resources
-// for the field manager: versions differ only in apiVersion (conversion
-// strategy None), defaults come from the structural schema.
+// for the field manager: with the CRD's converter (strategy Webhook),
+// else versions differ only in apiVersion (strategy None); defaults come
+// from the structural schema.
 type unstructuredConvertor struct{ cr *customResource }
 
 func (c unstructuredConvertor) Convert(in, out, _ any) error {
@@ -90,6 +91,9 @@ func (c unstructuredConvertor) ConvertToVersion(in runtime.Object, target runtim
 	u, ok := in.(*unstructured.Unstructured)
 	if !ok {
 		return nil, fmt.Errorf("cannot convert a %T", in)
+	}
+	if c.cr.converter != nil {
+		return c.cr.converter.ConvertToVersion(u, target)
 	}
 	out := u.DeepCopy()
 	if gvk, ok := target.KindForGroupVersionKinds([]schema.GroupVersionKind{u.GroupVersionKind()}); ok {

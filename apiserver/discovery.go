@@ -42,7 +42,7 @@ func (s *Server) apiGroups(c echo.Context) error {
 		return s.serveAggregatedDiscovery(c, v, false)
 	}
 	list := &metav1.APIGroupList{}
-	for _, g := range s.groups() {
+	for _, g := range s.allGroups() {
 		list.Groups = append(list.Groups, g)
 	}
 	return writeObject(c, http.StatusOK, list, metaGV)

@@ -51,6 +51,9 @@ func aggregatedDiscoveryVersion(accept string) string {
 // of the body is sent; a request whose If-None-Match carries it gets 304.
 func (s *Server) serveAggregatedDiscovery(c echo.Context, version string, core bool) error {
 	list := s.aggregatedDiscovery(core)
+	if !core {
+		s.aggregatedGroups(c.Request().Context(), list) // aggregator_discovery.go
+	}
 	list.APIVersion = aggregatedDiscoveryGroup + "/" + version
 	body, err := json.Marshal(list)
 	if err != nil {
@@ -100,8 +103,13 @@ func (s *Server) aggregatedDiscovery(core bool) *apidiscoveryv2.APIGroupDiscover
 // versionDiscovery turns a group-version's legacy resource list into its
 // aggregated form: subresources ("pods/status") go under their resource.
 func (s *Server) versionDiscovery(gv schema.GroupVersion) apidiscoveryv2.APIVersionDiscovery {
-	out := apidiscoveryv2.APIVersionDiscovery{Version: gv.Version, Freshness: apidiscoveryv2.DiscoveryFreshnessCurrent}
 	list, _ := s.resourceList(gv)
+	return versionDiscoveryOf(gv, list)
+}
+
+// versionDiscoveryOf is versionDiscovery of a given resource list.
+func versionDiscoveryOf(gv schema.GroupVersion, list *metav1.APIResourceList) apidiscoveryv2.APIVersionDiscovery {
+	out := apidiscoveryv2.APIVersionDiscovery{Version: gv.Version, Freshness: apidiscoveryv2.DiscoveryFreshnessCurrent}
 	index := map[string]int{}
 	for _, r := range list.APIResources {
 		// As kube-apiserver: group and version are empty when they are

@@ -71,7 +71,7 @@ func (s *Server) openAPIV3Index(c echo.Context) error {
 	if err != nil {
 		return writeStatus(c, apierrors.NewInternalError(err))
 	}
-	return c.Blob(http.StatusOK, echo.MIMEApplicationJSON, docs.v3Index)
+	return c.Blob(http.StatusOK, echo.MIMEApplicationJSON, s.withAggregatedV3Paths(docs.v3Index)) // aggregator_openapi.go
 }
 
 // openAPIV3Doc serves one group-version's document; clients fetch it by
@@ -79,6 +79,11 @@ func (s *Server) openAPIV3Index(c echo.Context) error {
 // allows.
 func (s *Server) openAPIV3Doc(c echo.Context) error {
 	path := strings.TrimPrefix(c.Request().URL.Path, "/openapi/v3/")
+	if a := s.aggregator.Load(); a != nil {
+		if svc, ok := a.remoteAPIService("/" + path); ok {
+			return a.serveOpenAPIV3(c, svc, path) // aggregator_openapi.go
+		}
+	}
 	docs, err := s.openAPIDocs()
 	if err != nil {
 		return writeStatus(c, apierrors.NewInternalError(err))

@@ -22,10 +22,10 @@ import (
 // admissionResources are admissionregistration.k8s.io/v1's webhook
 // configurations and validating admission policies with their bindings
 // (stored and served; sqlkube does not call webhooks or run policies
-// yet), apiregistration.k8s.io/v1's APIServices (served; nothing is
-// proxied) and flowcontrol.apiserver.k8s.io/v1's flow schemas and
-// priority levels (served and defaulted; requests are limited by the
-// in-flight limits, not by them).
+// yet), apiregistration.k8s.io/v1's APIServices (served; the aggregator
+// proxies them, aggregator.go) and flowcontrol.apiserver.k8s.io/v1's
+// flow schemas and priority levels (served and defaulted; requests are
+// limited by the in-flight limits, not by them).
 func (s *Server) admissionResources() []*Resource {
 	adm, fc := admissionregistrationv1.SchemeGroupVersion, flowcontrolv1.SchemeGroupVersion
 	ext := []string{"api-extensions"}

@@ -72,6 +72,11 @@ func (s *Server) serveResource(c echo.Context) error {
 	if err != nil {
 		return writeStatus(c, apierrors.NewBadRequest(err.Error()))
 	}
+	if a := s.aggregator.Load(); a != nil {
+		if svc, ok := a.remoteAPIService(c.Request().URL.Path); ok {
+			return a.serve(c, svc) // aggregator.go
+		}
+	}
 	if !info.IsResourceRequest {
 		return s.serveDiscovery(c)
 	}
@@ -143,7 +148,7 @@ func (s *Server) serveDiscovery(c echo.Context) error {
 			return writeObject(c, http.StatusOK, list, metaGV)
 		}
 	case len(parts) == 2 && parts[0] == "apis":
-		for _, g := range s.groups() {
+		for _, g := range s.allGroups() {
 			if g.Name == parts[1] {
 				return writeObject(c, http.StatusOK, &g, metaGV)
 			}

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -81,6 +82,19 @@ type Config struct {
 	// node proxy); KubeletCAFile verifies the kubelets' serving
 	// certificates (empty: the system's roots).
 	KubeletClientCertFile, KubeletClientKeyFile, KubeletCAFile string
+	// ProxyClientCertFile and ProxyClientKeyFile are the client
+	// certificate the aggregation proxy presents to aggregated API
+	// servers (kube-apiserver's --proxy-client-cert-file and
+	// --proxy-client-key-file; reloaded when they change); empty: none.
+	ProxyClientCertFile, ProxyClientKeyFile string
+	// RequestHeaderCAFile signed the proxy's client certificate, whose
+	// common name is one of RequestHeaderAllowedNames; ClientCAFile signs
+	// users' client certificates. They are published in
+	// kube-system/extension-apiserver-authentication, where aggregated
+	// servers learn whom to trust (aggregator_trust.go); empty: not
+	// published.
+	RequestHeaderCAFile, ClientCAFile string
+	RequestHeaderAllowedNames         []string
 }
 
 // Server serves the Kubernetes API.
@@ -133,6 +147,12 @@ type Server struct {
 	// built-in resources' equivalents.
 	admission        admission.Interface
 	admissionObjects admission.ObjectInterfaces
+	// aggregator proxies aggregated APIs (aggregator.go); nil until
+	// started, which requests over the loopback may overtake.
+	aggregator atomic.Pointer[aggregator]
+	// converters make CRDs' conversion webhook converters
+	// (customresource_conversion.go).
+	converters *crdConverters
 }
 
 // New builds the server and its storage (a watch cache per resource).
@@ -184,6 +204,10 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("apiserver: managed fields: %w", err)
 	}
 	s.echo = s.routes()
+	if s.converters, err = newCRDConverters(); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("apiserver: conversion webhooks: %w", err)
+	}
 	if err := s.startCRDs(); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("apiserver: custom resources: %w", err)
@@ -237,6 +261,15 @@ func (s *Server) startAuth() error {
 	stop := make(chan struct{})
 	// Admission's informers are requested before the factory starts.
 	if s.admission, err = s.newAdmission(client, stop); err != nil {
+		close(stop)
+		return err
+	}
+	if err := s.startAggregator(stop); err != nil {
+		close(stop)
+		return err
+	}
+	s.converters.services.Store(&s.aggregator.Load().services) // conversion webhooks behind services
+	if err := s.startAuthenticationTrust(stop); err != nil {
 		close(stop)
 		return err
 	}

@@ -14,10 +14,12 @@ import (
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
+	apiregistrationhelper "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1/helper"
 )
 
-// Printers of the coordination, discovery, policy, scheduling and RBAC
-// kinds.
+// Printers of the apiregistration, coordination, discovery, policy,
+// scheduling and RBAC kinds.
 
 func groupPrinters() []printerEntry {
 	roleColumns := []metav1.TableColumnDefinition{nameColumn,
@@ -31,6 +33,25 @@ func groupPrinters() []printerEntry {
 		wide(stringColumn("ServiceAccounts", "Service accounts the role is granted to, as namespace/name.")),
 	}
 	return []printerEntry{
+		// As kube-aggregator prints them.
+		{&apiregistrationv1.APIService{}, printerOf([]metav1.TableColumnDefinition{nameColumn,
+			stringColumn("Service", "The reference to the service that hosts this API endpoint."),
+			stringColumn("Available", "Whether this service is available."),
+			ageColumn,
+		}, func(o *apiregistrationv1.APIService) []any {
+			service := "Local"
+			if o.Spec.Service != nil {
+				service = o.Spec.Service.Namespace + "/" + o.Spec.Service.Name
+			}
+			available := "Unknown"
+			if c := apiregistrationhelper.GetAPIServiceConditionByType(o, apiregistrationv1.Available); c != nil {
+				available = string(c.Status)
+				if c.Status != apiregistrationv1.ConditionTrue {
+					available += " (" + c.Reason + ")"
+				}
+			}
+			return []any{o.Name, service, available, translateAge(o.CreationTimestamp)}
+		})},
 		{&coordinationv1.Lease{}, printerOf([]metav1.TableColumnDefinition{nameColumn,
 			stringColumn("Holder", "Identity of the lease's current holder."),
 			ageColumn,

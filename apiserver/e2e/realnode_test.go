@@ -214,6 +214,11 @@ func TestKubectl_RealNode(t *testing.T) {
 			if out := s.kubectlStdin(t, bin, "from stdin\n", "exec", "-i", "c", "--", "cat"); out != "from stdin\n" {
 				t.Errorf("exec -i cat = %q", out)
 			}
+			// exec -it, on a terminal (script(1) gives kubectl a pty): the
+			// container gets one too.
+			if out := s.onTerminal(t, bin, "exec", "-it", "c", "--", "sh", "-c", "tty; echo end-of-tty"); !strings.Contains(out, "/dev/pts/") || !strings.Contains(out, "end-of-tty") {
+				t.Errorf("exec -it on a terminal printed %q", out)
+			}
 			if _, err := s.kubectl(t, bin, "exec", "c", "--", "false"); err == nil || !strings.Contains(err.Error(), "exit code 1") {
 				t.Errorf("exec false: %v, want exit code 1", err)
 			}
@@ -311,6 +316,24 @@ spec:
 		}
 	})
 
+	// Deleting a namespace removes its pods' containers.
+	t.Run("namespace", func(t *testing.T) {
+		s.mustKubectl(t, kubectl, "create", "namespace", "gone")
+		s.mustKubectl(t, kubectl, "-n", "gone", "create", "deployment", "d", "--image="+testImage, "--replicas=2", "--", "sh", "-c", "trap 'exit 0' TERM; sleep 3600 & wait")
+		s.mustKubectl(t, kubectl, "-n", "gone", "rollout", "status", "deployment/d", "--timeout=90s")
+		ids := strings.Fields(s.mustKubectl(t, kubectl, "-n", "gone", "get", "pods", "-o", "jsonpath={.items[*].status.containerStatuses[0].containerID}"))
+		s.mustKubectl(t, kubectl, "delete", "namespace", "gone", "--timeout=120s")
+		waitFor(t, 60*time.Second, "the namespace's containers to leave the runtime", func() bool {
+			left := strings.Join(s.runtimeContainers(t), " ")
+			for _, id := range ids {
+				if strings.Contains(left, strings.TrimPrefix(id, "containerd://")) {
+					return false
+				}
+			}
+			return true
+		})
+	})
+
 	// A pod that exists is never reported missing by logs.
 	if _, err := s.kubectl(t, kubectl, "logs", "nosuchpod"); err == nil || !strings.Contains(err.Error(), `pods "nosuchpod" not found`) {
 		t.Errorf("logs of a missing pod: %v", err)
@@ -351,6 +374,29 @@ func (s *server) kubectlStdin(t *testing.T, bin, input string, args ...string) s
 		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
 	}
 	return stdout.String()
+}
+
+// onTerminal runs kubectl on a pseudo-terminal (script(1)) and returns
+// what the terminal showed.
+func (s *server) onTerminal(t *testing.T, bin string, args ...string) string {
+	t.Helper()
+	script, err := exec.LookPath("script")
+	if err != nil {
+		t.Skipf("script(1) (util-linux) not found: %v", err)
+	}
+	quoted := make([]string, 0, len(args)+1)
+	for _, a := range append([]string{bin}, args...) {
+		quoted = append(quoted, "'"+strings.ReplaceAll(a, "'", `'\''`)+"'")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, script, "-q", "-e", "-c", strings.Join(quoted, " "), "/dev/null")
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+s.kubeconfig, "HOME="+t.TempDir())
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl %s on a terminal: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
 }
 
 // portForwardGet runs kubectl port-forward to target's port and GETs path

@@ -1,7 +1,9 @@
 // Package pki creates and keeps the certificates of a single-node cluster:
 // a cluster CA and the API server's serving certificate, a client CA and an
-// admin client certificate (group system:masters), the service-account
-// signing key and, when the etcd API is served off the host, the etcd
+// admin client certificate (group system:masters), a front-proxy CA and
+// the client certificate the API server presents to aggregated API
+// servers (CN front-proxy-client, as kubeadm names it), the
+// service-account signing key and, when the etcd API is served off the host, the etcd
 // serving and client certificates (from the cluster CA). Keys are written
 // 0600; a restart reuses what exists; Rotate renews the leaves.
 package pki
@@ -40,12 +42,17 @@ type Options struct {
 
 // Files are the paths of a cluster's PKI under DIR/tls.
 type Files struct {
-	Dir                               string
-	CACert, CAKey                     string
-	ServingCert, ServingKey           string
-	ClientCACert, ClientCAKey         string
-	AdminCert, AdminKey               string
-	ServiceAccountKey, ServiceAccount string
+	Dir                       string
+	CACert, CAKey             string
+	ServingCert, ServingKey   string
+	ClientCACert, ClientCAKey string
+	AdminCert, AdminKey       string
+	// FrontProxyCACert/Key sign FrontProxyClientCert/Key, which the
+	// aggregation proxy presents to aggregated API servers; they trust
+	// it through the requestheader CA the API server publishes.
+	FrontProxyCACert, FrontProxyCAKey         string
+	FrontProxyClientCert, FrontProxyClientKey string
+	ServiceAccountKey, ServiceAccount         string
 	// EtcdServerCert/Key serve the etcd API; EtcdClientCert/Key are for
 	// tools that call it (both from the cluster CA, which verifies clients
 	// of the etcd API). They exist once EnsureEtcd made them.
@@ -62,6 +69,8 @@ func FilesIn(dir string) Files {
 		ServingCert: p("apiserver.crt"), ServingKey: p("apiserver.key"),
 		ClientCACert: p("client-ca.crt"), ClientCAKey: p("client-ca.key"),
 		AdminCert: p("admin.crt"), AdminKey: p("admin.key"),
+		FrontProxyCACert: p("front-proxy-ca.crt"), FrontProxyCAKey: p("front-proxy-ca.key"),
+		FrontProxyClientCert: p("front-proxy-client.crt"), FrontProxyClientKey: p("front-proxy-client.key"),
 		ServiceAccountKey: p("sa.key"), ServiceAccount: p("sa.pub"),
 		EtcdServerCert: p("etcd-server.crt"), EtcdServerKey: p("etcd-server.key"),
 		EtcdClientCert: p("etcd-client.crt"), EtcdClientKey: p("etcd-client.key"),
@@ -92,11 +101,22 @@ func Ensure(dir string, o Options) (Files, error) {
 	if err := ensureLeaf(f.AdminCert, f.AdminKey, clientCA, clientCAKey, admin, nil, x509.ExtKeyUsageClientAuth); err != nil {
 		return f, err
 	}
+	frontProxyCA, frontProxyCAKey, err := ensureCA(f.FrontProxyCACert, f.FrontProxyCAKey, "sqlkube-front-proxy-ca")
+	if err != nil {
+		return f, err
+	}
+	if err := ensureLeaf(f.FrontProxyClientCert, f.FrontProxyClientKey, frontProxyCA, frontProxyCAKey, pkix.Name{CommonName: FrontProxyClientName}, nil, x509.ExtKeyUsageClientAuth); err != nil {
+		return f, err
+	}
 	if err := ensureServiceAccountKey(f.ServiceAccountKey, f.ServiceAccount); err != nil {
 		return f, err
 	}
 	return f, nil
 }
+
+// FrontProxyClientName is the front-proxy client certificate's common
+// name, the requestheader allowed name aggregated servers check.
+const FrontProxyClientName = "front-proxy-client"
 
 // EnsureEtcd creates (under dir, from the cluster CA, which it creates if
 // missing) whatever is missing or due of the etcd API's serving

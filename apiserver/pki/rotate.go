@@ -19,6 +19,7 @@ func (f Files) leaves() []leaf {
 	return []leaf{
 		{f.ServingCert, f.ServingKey, f.CACert, f.CAKey},
 		{f.AdminCert, f.AdminKey, f.ClientCACert, f.ClientCAKey},
+		{f.FrontProxyClientCert, f.FrontProxyClientKey, f.FrontProxyCACert, f.FrontProxyCAKey},
 		{f.EtcdServerCert, f.EtcdServerKey, f.CACert, f.CAKey},
 		{f.EtcdClientCert, f.EtcdClientKey, f.CACert, f.CAKey},
 	}
@@ -86,7 +87,7 @@ type Certificate struct {
 // Certificates lists the CAs and leaves under dir that exist, CAs first.
 func Certificates(dir string) ([]Certificate, error) {
 	f := FilesIn(dir)
-	paths := []string{f.CACert, f.ClientCACert}
+	paths := []string{f.CACert, f.ClientCACert, f.FrontProxyCACert}
 	for _, l := range f.leaves() {
 		paths = append(paths, l.cert)
 	}

@@ -35,13 +35,13 @@ func TestRotate(t *testing.T) {
 		t.Fatal(err)
 	}
 	kept := map[string][]byte{}
-	for _, p := range []string{f.CACert, f.CAKey, f.ClientCACert, f.ClientCAKey, f.ServiceAccountKey, f.ServiceAccount} {
+	for _, p := range []string{f.CACert, f.CAKey, f.ClientCACert, f.ClientCAKey, f.FrontProxyCACert, f.FrontProxyCAKey, f.ServiceAccountKey, f.ServiceAccount} {
 		if kept[p], err = os.ReadFile(p); err != nil {
 			t.Fatal(err)
 		}
 	}
 	before := map[string]*x509.Certificate{}
-	leaves := []string{f.ServingCert, f.AdminCert, f.EtcdServerCert, f.EtcdClientCert}
+	leaves := []string{f.ServingCert, f.AdminCert, f.FrontProxyClientCert, f.EtcdServerCert, f.EtcdClientCert}
 	for _, p := range leaves {
 		before[p] = readCert(t, p)
 	}
@@ -91,7 +91,7 @@ func TestRotate(t *testing.T) {
 	}
 
 	list, err := Certificates(dir)
-	if err != nil || len(list) != 6 || !list[0].CA || !list[1].CA || list[2].CA {
+	if err != nil || len(list) != 8 || !list[0].CA || !list[1].CA || !list[2].CA || list[3].CA {
 		t.Fatalf("Certificates: %v %+v", err, list)
 	}
 }

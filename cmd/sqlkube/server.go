@@ -331,6 +331,11 @@ func serveAPI(ctx context.Context, f *apiFlags, client *kubernetes.Client, stora
 		TokenAuthFile: f.tokenAuthFile, ServiceAccountKey: saKey, ServiceAccountIssuer: f.saIssuer,
 		AuthorizationMode: f.authorizationMode, DisableAdmissionPlugins: f.disableAdmission,
 		KubeletCAFile: files.CACert,
+		// The aggregation proxy's client certificate and the CAs
+		// aggregated servers are told to trust.
+		ProxyClientCertFile: files.FrontProxyClientCert, ProxyClientKeyFile: files.FrontProxyClientKey,
+		RequestHeaderCAFile: files.FrontProxyCACert, RequestHeaderAllowedNames: []string{pki.FrontProxyClientName},
+		ClientCAFile: clientCAFile,
 	}
 	if _, err := pki.EnsureKubeletClient(files.Dir); err != nil {
 		return fmt.Errorf("certificates: %w", err)

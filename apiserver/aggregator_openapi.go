@@ -1,0 +1,65 @@
+package apiserver
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
+	apiregistrationhelper "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1/helper"
+)
+
+// OpenAPI of aggregated group-versions: the /openapi/v3 index names
+// apis/GROUP/VERSION of every available APIService with a service, and
+// /openapi/v3/apis/GROUP/VERSION is its backend's document, fetched as
+// the aggregator. /openapi/v2 leaves them out.
+
+// withAggregatedV3Paths adds the aggregated group-versions to the
+// /openapi/v3 index (index is returned unchanged when there are none or
+// it cannot be read).
+func (s *Server) withAggregatedV3Paths(index []byte) []byte {
+	groups := s.aggregator.Load().remoteGroups()
+	if len(groups) == 0 {
+		return index
+	}
+	var doc struct {
+		Paths map[string]json.RawMessage `json:"paths"`
+	}
+	if err := json.Unmarshal(index, &doc); err != nil || doc.Paths == nil {
+		return index
+	}
+	for _, svcs := range groups {
+		for _, svc := range svcs {
+			if !apiregistrationhelper.IsAPIServiceConditionTrue(svc, apiregistrationv1.Available) {
+				continue
+			}
+			p := "apis/" + svc.Spec.Group + "/" + svc.Spec.Version
+			// No hash: the document is the backend's, fetched when asked
+			// for.
+			doc.Paths[p], _ = json.Marshal(map[string]string{"serverRelativeURL": "/openapi/v3/" + p})
+		}
+	}
+	out, err := json.Marshal(doc)
+	if err != nil {
+		return index
+	}
+	return out
+}
+
+// serveOpenAPIV3 answers /openapi/v3/apis/GROUP/VERSION from svc's
+// backend (503 when it is not available or does not answer).
+func (a *aggregator) serveOpenAPIV3(c echo.Context, svc *apiregistrationv1.APIService, path string) error {
+	if strings.Count(strings.Trim(path, "/"), "/") != 2 {
+		return writeStatus(c, apierrors.NewNotFound(apiregistrationv1.Resource("openapi"), path))
+	}
+	if !apiregistrationhelper.IsAPIServiceConditionTrue(svc, apiregistrationv1.Available) {
+		return writeStatus(c, apierrors.NewServiceUnavailable("APIService "+svc.Name+" is not available"))
+	}
+	body, err := a.fetch(c.Request().Context(), svc, "/openapi/v3/"+path, "application/json")
+	if err != nil {
+		return writeStatus(c, apierrors.NewServiceUnavailable(err.Error()))
+	}
+	return c.Blob(http.StatusOK, echo.MIMEApplicationJSON, body)
+}
