@@ -62,14 +62,16 @@ func TestRealNode_Join(t *testing.T) {
 	})
 
 	s.waitKubectl(t, k, "True", "get", "node", "e2e-second", "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
-	// Both of its certificates came through CSRs the cluster approved.
-	csrs := s.mustKubectl(t, k, "get", "csr", "-o", `jsonpath={range .items[*]}{.spec.signerName} {.spec.username} {.status.conditions[0].type}{"\n"}{end}`)
-	for _, want := range []string{"kubernetes.io/kube-apiserver-client-kubelet system:bootstrap:", "kubernetes.io/kubelet-serving system:node:e2e-second Approved"} {
-		if !strings.Contains(csrs, want) {
-			t.Errorf("CSRs lack %q:\n%s", want, csrs)
-		}
+	// Both of its certificates came through CSRs the cluster approved (the
+	// serving one is asked for once the node knows its addresses).
+	waitFor(t, 60*time.Second, "the node's client and serving CSRs approved", func() bool {
+		csrs := s.mustKubectl(t, k, "get", "csr", "-o", `jsonpath={range .items[*]}{.spec.signerName} {.spec.username} {.status.conditions[0].type}{"\n"}{end}`)
+		return strings.Contains(csrs, "kubernetes.io/kube-apiserver-client-kubelet system:bootstrap:") &&
+			strings.Contains(csrs, "kubernetes.io/kubelet-serving system:node:e2e-second Approved")
+	})
+	if out, err := exec.Command(sqlkubeBin, "images", "import", "--data-dir", agentDir, writeTestImage(t)).CombinedOutput(); err != nil {
+		t.Fatalf("images import into the joined node: %v\n%s", err, out)
 	}
-	s.sqlkube(t, "images", "import", "--data-dir", agentDir, writeTestImage(t))
 	s.mustKubectl(t, k, "apply", "-f", podManifest(t, `
 apiVersion: v1
 kind: Pod
