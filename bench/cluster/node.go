@@ -56,10 +56,10 @@ func Percentile(sorted []time.Duration, q float64) time.Duration {
 }
 
 // RunNode starts `sqlkube server` with its host's node, imports NodeImage,
-// creates pods pods (workers at a time) and measures each one's create to
-// Running; then, with idlePods pods running, the server's and containerd's
+// creates pods pods (workers at a time, at rate pods per second when rate
+// is above 0) and measures each one's create to Running; then, with idlePods pods running, the server's and containerd's
 // CPU over window after warmup, and the same for a server without a node.
-func (s Setup) RunNode(ctx context.Context, pods, workers, idlePods int, warmup, window time.Duration) (NodeResult, error) {
+func (s Setup) RunNode(ctx context.Context, pods, workers int, rate float64, idlePods int, warmup, window time.Duration) (NodeResult, error) {
 	var res NodeResult
 	dir, err := os.MkdirTemp(s.TempDir, "sqlkube-bench-node-")
 	if err != nil {
@@ -131,6 +131,11 @@ func (s Setup) RunNode(ctx context.Context, pods, workers, idlePods int, warmup,
 	}
 	start := time.Now()
 	err = parallelN(ctx, pods, workers, func(ctx context.Context, i int) error {
+		if rate > 0 { // pod i is created at start + i/rate
+			if err := sleep(ctx, time.Until(start.Add(time.Duration(float64(i)/rate*float64(time.Second))))); err != nil {
+				return err
+			}
+		}
 		name := fmt.Sprintf("start-%d", i)
 		t := time.Now()
 		if _, err := cs.CoreV1().Pods("default").Create(ctx, sleeperPod(name), metav1.CreateOptions{}); err != nil {

@@ -13,6 +13,7 @@ func newBenchNodeCommand(lf *logFlags) *cobra.Command {
 	var (
 		cf                      clusterFlags
 		pods, workers, idlePods int
+		rate                    float64
 		warmup, window          time.Duration
 	)
 	cmd := &cobra.Command{
@@ -37,12 +38,12 @@ func newBenchNodeCommand(lf *logFlags) *cobra.Command {
 			mib := func(s cluster.IdleSample) float64 { return float64(s.RSS) / (1 << 20) }
 			for run := 1; run <= cf.runs; run++ {
 				fmt.Fprintf(out, "run %d: load average %s\n", run, loadAverage())
-				r, err := setup.RunNode(cmd.Context(), pods, workers, idlePods, warmup, window)
+				r, err := setup.RunNode(cmd.Context(), pods, workers, rate, idlePods, warmup, window)
 				if err != nil {
 					return err
 				}
-				fmt.Fprintf(out, "run %d\tpod startup, %d pods (%d at a time): p50 %v p90 %v p99 %v max %v; all Running %v after the first create\n",
-					run, len(r.Startup), workers, cluster.Percentile(r.Startup, .5).Round(time.Millisecond), cluster.Percentile(r.Startup, .9).Round(time.Millisecond),
+				fmt.Fprintf(out, "run %d\tpod startup, %d pods (%d at a time, %g/s): p50 %v p90 %v p99 %v max %v; all Running %v after the first create\n",
+					run, len(r.Startup), workers, rate, cluster.Percentile(r.Startup, .5).Round(time.Millisecond), cluster.Percentile(r.Startup, .9).Round(time.Millisecond),
 					cluster.Percentile(r.Startup, .99).Round(time.Millisecond), r.Startup[len(r.Startup)-1].Round(time.Millisecond), r.StartupWall.Round(time.Millisecond))
 				fmt.Fprintf(out, "run %d\tidle, %d pods running: server+kubelet %.2f%% of a core, RSS %.0f MiB; containerd %.2f%%, RSS %.0f MiB; server without a node %.2f%%, RSS %.0f MiB\n",
 					run, r.IdlePods, pct(r.Idle), mib(r.Idle), pct(r.IdleContainerd), mib(r.IdleContainerd), pct(r.Bare), mib(r.Bare))
@@ -53,6 +54,7 @@ func newBenchNodeCommand(lf *logFlags) *cobra.Command {
 	}
 	cmd.Flags().IntVar(&pods, "pods", 100, "pods whose startup is measured")
 	cmd.Flags().IntVar(&workers, "workers", 10, "pods created at a time")
+	cmd.Flags().Float64Var(&rate, "rate", 5, "pods created per second (0: as fast as --workers allow); startup latency as the SLO means it needs a rate the node sustains")
 	cmd.Flags().IntVar(&idlePods, "idle-pods", 20, "pods running while idle CPU is measured")
 	cmd.Flags().DurationVar(&warmup, "warmup", 30*time.Second, "wait before an idle window")
 	cmd.Flags().DurationVar(&window, "window", time.Minute, "idle window")

@@ -7,6 +7,7 @@ import (
 	"hash/fnv"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 
@@ -140,6 +141,9 @@ func startRuntime(ctx context.Context, f localNodeFlags, dataDir string, log zer
 		if err := writeCNIConfig(cniConf, filepath.Join(nodeDir, "cni", "ipam"), f.podCIDR); err != nil {
 			return "", nil, err
 		}
+		if err := ensureMasquerade(ctx, f.podCIDR); err != nil {
+			log.Warn().Err(err).Msg("pods cannot reach beyond this host: no masquerade rule")
+		}
 		ctrDir := filepath.Join(dataDir, "containerd")
 		proc, err := containerd.Start(ctx, containerd.Options{Dir: ctrDir, SandboxImage: f.sandboxImage, CNIBinDir: cniBin, CNIConfDir: cniConf})
 		if err != nil {
@@ -196,6 +200,27 @@ func bridgeName(podCIDR string) string {
 	return fmt.Sprintf("sqlkube%08x", h.Sum32())
 }
 
+// ensureMasquerade installs one rule (iptables, nat POSTROUTING) that
+// masquerades what pods in podCIDR send off their bridge. The bridge
+// plugin could do it per pod (ipMasq), but that is several iptables calls
+// under one host-wide lock for every pod started and stopped, which made
+// pod startup wait tens of seconds when many pods start at once.
+func ensureMasquerade(ctx context.Context, podCIDR string) error {
+	ipt, err := exec.LookPath("iptables")
+	if err != nil {
+		return err
+	}
+	rule := []string{"POSTROUTING", "-s", podCIDR, "!", "-o", bridgeName(podCIDR), "-m", "comment", "--comment", "sqlkube: pods of " + podCIDR + " leave masqueraded", "-j", "MASQUERADE"}
+	if exec.CommandContext(ctx, ipt, append([]string{"-w", "-t", "nat", "-C"}, rule...)...).Run() == nil {
+		return nil
+	}
+	add := append([]string{"-w", "-t", "nat", "-A"}, rule...)
+	if out, err := exec.CommandContext(ctx, ipt, add...).CombinedOutput(); err != nil {
+		return fmt.Errorf("iptables: %v: %s", err, out)
+	}
+	return nil
+}
+
 // writeCNIConfig writes the pod network of a single host: a bridge with
 // host-local addresses from podCIDR and the loopback.
 func writeCNIConfig(confDir, ipamDir, podCIDR string) error {
@@ -210,7 +235,7 @@ func writeCNIConfig(confDir, ipamDir, podCIDR string) error {
 		"name":       "sqlkube",
 		"plugins": []any{
 			map[string]any{
-				"type": "bridge", "bridge": bridgeName(podCIDR), "isGateway": true, "ipMasq": true, "hairpinMode": true,
+				"type": "bridge", "bridge": bridgeName(podCIDR), "isGateway": true, "hairpinMode": true,
 				"ipam": map[string]any{
 					"type": "host-local", "dataDir": ipamDir,
 					"ranges": [][]map[string]string{{{"subnet": podCIDR}}},
