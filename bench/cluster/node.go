@@ -10,7 +10,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -21,6 +20,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/sqlkube/sqlkube/node/images"
+	"github.com/sqlkube/sqlkube/node/mounts"
 )
 
 // NodeImage is the image the node benchmark runs: the host's static
@@ -67,7 +67,7 @@ func (s Setup) RunNode(ctx context.Context, pods, workers int, rate float64, idl
 	}
 	defer func() {
 		if !s.Keep {
-			unmountUnder(dir)
+			_ = mounts.DetachUnder(dir)
 			os.RemoveAll(dir)
 		}
 	}()
@@ -339,25 +339,6 @@ func freePort() (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-// unmountUnder detaches the mounts under dir (the kubelet bind-mounts its
-// root directory onto itself), deepest first.
-func unmountUnder(dir string) {
-	b, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return
-	}
-	var points []string
-	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) > 4 && (f[4] == dir || strings.HasPrefix(f[4], dir+"/")) {
-			points = append(points, f[4])
-		}
-	}
-	sort.Slice(points, func(i, j int) bool { return len(points[i]) > len(points[j]) })
-	for _, p := range points {
-		_ = syscall.Unmount(p, syscall.MNT_DETACH)
-	}
 }
 
 // parallelN runs fn(0 … n-1), workers at a time; the first error stops it.
