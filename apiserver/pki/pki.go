@@ -60,8 +60,14 @@ type Files struct {
 	EtcdClientCert, EtcdClientKey string
 }
 
-// FilesIn names the files under dir.
+// FilesIn names the files under dir, by absolute path.
 func FilesIn(dir string) Files {
+	// Absolute, so that a kubeconfig or a config file that names these
+	// files by path means the same wherever it is read from (clientcmd
+	// reads a relative path relative to the kubeconfig's own directory).
+	if abs, err := filepath.Abs(dir); err == nil {
+		dir = abs
+	}
 	p := func(name string) string { return filepath.Join(dir, name) }
 	return Files{
 		Dir:    dir,

@@ -61,13 +61,6 @@ func runLocalNode(ctx context.Context, f localNodeFlags, dataDir, apiURL string,
 	if err != nil {
 		return err
 	}
-	// The node's kubeconfig names its certificates by path, and a relative
-	// path there is read relative to the kubeconfig's own directory.
-	tlsDir, err := filepath.Abs(files.Dir)
-	if err != nil {
-		return err
-	}
-	files = pki.FilesIn(tlsDir)
 	if f.runtimeEndpoint == "" {
 		if err := containerd.Missing(); err != nil {
 			log.Warn().Msgf("no node for this host: %v; the control plane runs without one (--disable-node silences this)", err)
