@@ -213,7 +213,21 @@ spec:
       accessModes: [ReadWriteOnce]
       resources: {requests: {storage: 1Gi}}
 `)
-		s.mustKubectl(t, bin, "-n", ns, "rollout", "status", "statefulset/web", "--timeout=60s")
+		// Three pods one after the other, each waiting for its claim to
+		// bind: under the parallel scenarios on 2 cores this once took
+		// more than a minute, so the wait is longer than one command's and
+		// a failure shows where the set stood.
+		t.Cleanup(func() {
+			if t.Failed() {
+				out, _ := s.kubectl(t, bin, "-n", ns, "get", "statefulset,pods,pvc,events", "-o", "wide")
+				pv, _ := s.kubectl(t, bin, "get", "pv", "-o", "wide")
+				t.Logf("namespace %s at the failure:\n%s\n%s", ns, out, pv)
+			}
+		})
+		until(t, 3*commandTimeout, "StatefulSet web with 3 ready replicas", func() (bool, error) {
+			out, err := s.kubectl(t, bin, "-n", ns, "get", "statefulset", "web", "-o", "jsonpath={.status.readyReplicas}")
+			return out == "3", err
+		})
 		s.waitKubectl(t, bin, "web-0 Running web-1 Running web-2 Running", "-n", ns, "get", "pods", "-l", "app=web", "-o", "jsonpath={range .items[*]}{.metadata.name} {.status.phase} {end}")
 		if got := order(); !slices.Equal(got, []string{"web-0", "web-1", "web-2"}) {
 			t.Fatalf("pods created in order %v, each before the one before it was ready", got)
