@@ -91,6 +91,13 @@ func startServer(t *testing.T, dataDir string) *server {
 // on a free port with its data in dataDir, and waits until it serves.
 func startCommand(t testing.TB, dataDir string, args ...string) *server {
 	t.Helper()
+	return startCommandIn(t, "", dataDir, args...)
+}
+
+// startCommandIn is startCommand run in workDir, where dataDir may be
+// relative (as `make run`'s default ./sqlkube-data is).
+func startCommandIn(t testing.TB, workDir, dataDir string, args ...string) *server {
+	t.Helper()
 	if len(args) > 0 && args[0] == "server" && !slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--disable-node") }) {
 		// A real node (kubelet and containerd) only where a test asks for
 		// one with --disable-node=false.
@@ -98,9 +105,13 @@ func startCommand(t testing.TB, dataDir string, args ...string) *server {
 	}
 	args = append(args, "--data-dir", dataDir, "--secure-port", "0", "--log-format", "json")
 	cmd := exec.Command(sqlkubeBin, args...)
+	cmd.Dir = workDir
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
+	}
+	if !filepath.IsAbs(dataDir) {
+		dataDir = filepath.Join(workDir, dataDir)
 	}
 	s := &server{dataDir: dataDir, cmd: cmd, stderr: &bytes.Buffer{}, done: make(chan error, 1)}
 	cmd.Stderr = &lockedWriter{w: s.stderr}

@@ -11,15 +11,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"sort"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/sqlkube/sqlkube/node/containerd"
 	"github.com/sqlkube/sqlkube/node/images"
+	"github.com/sqlkube/sqlkube/node/mounts"
 )
 
 // testImage is the image the real-node tests run: Debian's static busybox
@@ -95,10 +94,21 @@ func freePort(t *testing.T) int {
 // container before the server stops, so no container outlives the test.
 func startNodeServer(t *testing.T, dataDir, node string, args ...string) *server {
 	t.Helper()
+	return startNodeServerIn(t, "", dataDir, node, args...)
+}
+
+// startNodeServerIn is startNodeServer run in workDir, where dataDir may
+// be relative.
+func startNodeServerIn(t *testing.T, workDir, dataDir, node string, args ...string) *server {
+	t.Helper()
 	port := freePort(t)
-	t.Cleanup(func() { unmountUnder(t, dataDir) }) // runs after the server stops
+	abs := dataDir
+	if !filepath.IsAbs(abs) {
+		abs = filepath.Join(workDir, dataDir)
+	}
+	t.Cleanup(func() { unmountUnder(t, abs) }) // runs after the server stops
 	args = append([]string{"server", "--disable-node=false", "--node-name", node, "--kubelet-arg=--port=" + strconv.Itoa(port)}, args...)
-	s := startCommand(t, dataDir, args...)
+	s := startCommandIn(t, workDir, dataDir, args...)
 	t.Cleanup(func() { s.removeAllPods(t) }) // runs before the server stops
 	kubectl := kubectlPath(t)
 	s.waitKubectl(t, kubectl, "True", "get", "node", node, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
@@ -147,23 +157,8 @@ func (s *server) removeAllPods(t *testing.T) {
 // directory can be removed.
 func unmountUnder(t *testing.T, dir string) {
 	t.Helper()
-	b, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
+	if err := mounts.DetachUnder(dir); err != nil {
 		t.Error(err)
-		return
-	}
-	var points []string
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) > 4 && (f[4] == dir || strings.HasPrefix(f[4], dir+"/")) {
-			points = append(points, f[4])
-		}
-	}
-	sort.Slice(points, func(i, j int) bool { return len(points[i]) > len(points[j]) })
-	for _, p := range points {
-		if err := syscall.Unmount(p, syscall.MNT_DETACH); err != nil {
-			t.Errorf("unmount %s: %v", p, err)
-		}
 	}
 }
 
@@ -341,18 +336,21 @@ spec:
 }
 
 // TestRealNode_ServerRestart: restarting the server leaves running
-// containers running and their pods Running.
+// containers running and their pods Running. The server runs with a
+// relative --data-dir, as `make run` does.
 func TestRealNode_ServerRestart(t *testing.T) {
 	requireNodeHost(t)
-	dataDir := filepath.Join(t.TempDir(), "data")
-	s := startNodeServer(t, dataDir, "e2e-restart")
+	// A relative data directory, as `make run`'s default is: the node's
+	// kubeconfig must still find its certificates.
+	workDir := t.TempDir()
+	s := startNodeServerIn(t, workDir, "data", "e2e-restart")
 	kubectl := kubectlPath(t)
 	s.mustKubectl(t, kubectl, "run", "r", "--image="+testImage, "--restart=Never", "--", "sleep", "3600")
 	s.mustKubectl(t, kubectl, "wait", "--for=condition=Ready", "pod/r", "--timeout=60s")
 	id := s.mustKubectl(t, kubectl, "get", "pod", "r", "-o", "jsonpath={.status.containerStatuses[0].containerID}")
 	s.stop(t)
 
-	s2 := startNodeServer(t, dataDir, "e2e-restart")
+	s2 := startNodeServerIn(t, workDir, "data", "e2e-restart")
 	s2.mustKubectl(t, kubectl, "wait", "--for=condition=Ready", "pod/r", "--timeout=60s")
 	got := s2.mustKubectl(t, kubectl, "get", "pod", "r", "-o", "jsonpath={.status.containerStatuses[0].containerID} {.status.containerStatuses[0].restartCount}")
 	if got != id+" 0" {
