@@ -6,13 +6,9 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
 	"io"
-	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -36,6 +32,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/sqlkube/sqlkube/apiserver"
+	"github.com/sqlkube/sqlkube/internal/testcert"
 )
 
 // webhookServer is an admission webhook over TLS with its own CA: paths
@@ -60,7 +57,7 @@ func newWebhookServer(t *testing.T) *webhookServer {
 // still 127.0.0.1's).
 func newWebhookServerOn(t *testing.T, ip string) *webhookServer {
 	t.Helper()
-	ca, cert := webhookCerts(t, "webhook.hooks.svc")
+	ca, cert := testcert.Serving(t, "webhook.hooks.svc", "127.0.0.1")
 	w := &webhookServer{caBundle: ca}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/label", w.review(func(req *admissionv1.AdmissionRequest, resp *admissionv1.AdmissionResponse) {
@@ -148,43 +145,6 @@ func (w *webhookServer) last(name string) *admissionv1.AdmissionRequest {
 // clientConfig is a URL client configuration for path.
 func (w *webhookServer) clientConfig(path string) admissionregistrationv1.WebhookClientConfig {
 	return admissionregistrationv1.WebhookClientConfig{URL: ptr.To(w.url + path), CABundle: w.caBundle}
-}
-
-// webhookCerts makes a CA (PEM) and a serving certificate it signs, for
-// 127.0.0.1 and dnsName.
-func webhookCerts(t *testing.T, dnsName string) ([]byte, tls.Certificate) {
-	t.Helper()
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := time.Now()
-	caTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "webhook-ca"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caCert, _ := x509.ParseCertificate(caDER)
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: dnsName},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour),
-		DNSNames: []string{dnsName}, IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
-		tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
 }
 
 // configMapRules match creates and updates of config maps.
@@ -403,7 +363,7 @@ func TestAdmissionWebhook_ServiceReference(t *testing.T) {
 	ctx := context.Background()
 	// EndpointSlices may not name loopback addresses: the webhook
 	// listens on one of the host's.
-	ip := hostIP(t)
+	ip := testcert.HostIPv4(t)
 	cs := kubernetes.NewForConfigOrDie(newServer(t))
 	w := newWebhookServerOn(t, ip)
 	createTestNamespace(t, cs, "hooks")
@@ -436,23 +396,6 @@ func TestAdmissionWebhook_ServiceReference(t *testing.T) {
 	if _, err := createCM(cs, "hooks", "allowed"); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// hostIP is one of the host's IPv4 addresses that is not a loopback one
-// (the test is skipped without one).
-func hostIP(t *testing.T) string {
-	t.Helper()
-	addrs, err := net.InterfaceAddrs()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, a := range addrs {
-		if ipn, ok := a.(*net.IPNet); ok && ipn.IP.To4() != nil && !ipn.IP.IsLoopback() && !ipn.IP.IsLinkLocalUnicast() {
-			return ipn.IP.String()
-		}
-	}
-	t.Skip("no IPv4 address but loopback")
-	return ""
 }
 
 func TestAdmissionWebhook_MalformedConfigurations(t *testing.T) {

@@ -30,6 +30,7 @@ import (
 
 	"github.com/sqlkube/sqlkube/apiserver"
 	"github.com/sqlkube/sqlkube/apiserver/pki"
+	"github.com/sqlkube/sqlkube/internal/testcert"
 )
 
 const wardleGroup, wardleVersion = "wardle.example.com", "v1alpha1"
@@ -51,7 +52,7 @@ type wardleBackend struct {
 
 func newWardleBackend(t *testing.T, ip string, frontProxyCA string) *wardleBackend {
 	t.Helper()
-	ca, cert := webhookCerts(t, "api.wardle.svc")
+	ca, cert := testcert.Serving(t, "api.wardle.svc", "127.0.0.1")
 	clientCAs, err := certutil.NewPool(frontProxyCA)
 	if err != nil {
 		t.Fatal(err)
@@ -187,7 +188,7 @@ func waitAvailable(t *testing.T, ac aggregatorclient.Interface, name string, sta
 
 func TestAggregation_ProxyDiscoveryAndAvailability(t *testing.T) {
 	ctx := context.Background()
-	ip := hostIP(t) // EndpointSlices may not name loopback addresses
+	ip := testcert.HostIPv4(t) // EndpointSlices may not name loopback addresses
 	cfg, files := serveAggregating(t)
 	cs := kubernetes.NewForConfigOrDie(cfg)
 	ac := aggregatorclient.NewForConfigOrDie(cfg)

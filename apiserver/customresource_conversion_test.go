@@ -21,6 +21,8 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/utils/ptr"
+
+	"github.com/sqlkube/sqlkube/internal/testcert"
 )
 
 // conversionWebhook converts gadgets between v1 (spec.color) and v2
@@ -28,7 +30,7 @@ import (
 // not a ConversionReview at /garbage.
 func conversionWebhook(t *testing.T) (url string, caBundle []byte) {
 	t.Helper()
-	ca, cert := webhookCerts(t, "conversion.hooks.svc")
+	ca, cert := testcert.Serving(t, "conversion.hooks.svc", "127.0.0.1")
 	mux := http.NewServeMux()
 	mux.HandleFunc("/convert", func(w http.ResponseWriter, r *http.Request) {
 		var review apiextensionsv1.ConversionReview

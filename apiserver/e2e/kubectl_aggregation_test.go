@@ -1,17 +1,11 @@
 package e2e
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/base64"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
-	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -19,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sqlkube/sqlkube/internal/testcert"
 )
 
 // TestKubectl_Aggregation: an aggregated API server in the test process
@@ -31,7 +27,7 @@ import (
 // and `kubectl top node` shows the simulated node's usage.
 func TestKubectl_Aggregation(t *testing.T) {
 	bins := kubectls(t)
-	ip := hostIPv4(t) // EndpointSlices may not name loopback addresses
+	ip := testcert.HostIPv4(t) // EndpointSlices may not name loopback addresses
 	s := startCommand(t, t.TempDir(), "server", "--fake-nodes", "1")
 	requestHeaderCA := s.mustKubectl(t, bins["kubectl"], "get", "configmap", "-n", "kube-system", "extension-apiserver-authentication",
 		"-o", "jsonpath={.data.requestheader-client-ca-file}")
@@ -133,7 +129,7 @@ func aggregatedBackend(t *testing.T, ip string, requestHeaderCA []byte) (int, []
 	if !clientCAs.AppendCertsFromPEM(requestHeaderCA) {
 		t.Fatalf("requestheader-client-ca-file is not PEM: %q", requestHeaderCA)
 	}
-	ca, cert := servingCertFor(t, "api.wardle.svc", net.ParseIP(ip))
+	ca, cert := testcert.Serving(t, "api.wardle.svc", ip)
 	gv := "wardle.e2e.example.com/v1alpha1"
 	mux := http.NewServeMux()
 	mux.HandleFunc("/apis/"+gv, func(w http.ResponseWriter, r *http.Request) {
@@ -187,60 +183,4 @@ func aggregatedBackend(t *testing.T, ip string, requestHeaderCA []byte) (int, []
 func writeJSONResponse(w http.ResponseWriter, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(v)
-}
-
-// hostIPv4 is one of the host's IPv4 addresses that is not a loopback
-// one (the test is skipped without one).
-func hostIPv4(t *testing.T) string {
-	t.Helper()
-	addrs, err := net.InterfaceAddrs()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, a := range addrs {
-		if ipn, ok := a.(*net.IPNet); ok && ipn.IP.To4() != nil && !ipn.IP.IsLoopback() && !ipn.IP.IsLinkLocalUnicast() {
-			return ipn.IP.String()
-		}
-	}
-	t.Skip("no IPv4 address but loopback")
-	return ""
-}
-
-// servingCertFor makes a CA (PEM) and a serving certificate it signs for
-// dnsName and ips.
-func servingCertFor(t *testing.T, dnsName string, ips ...net.IP) ([]byte, tls.Certificate) {
-	t.Helper()
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := time.Now()
-	caTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "e2e-backend-ca"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caCert, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: dnsName},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour),
-		DNSNames: []string{dnsName}, IPAddresses: ips,
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}), tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
 }

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/sqlkube/sqlkube/internal/testcert"
 )
 
 // TestKubectl_ConversionWebhook: a CRD with versions v1 (spec.color,
@@ -85,7 +87,7 @@ spec:
 // back, and returns its URL and CA.
 func renamingConversionWebhook(t *testing.T) (string, []byte) {
 	t.Helper()
-	ca, cert := selfSignedServing(t)
+	ca, cert := testcert.Serving(t, "127.0.0.1")
 	hs := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var review struct {
 			APIVersion string `json:"apiVersion"`
