@@ -198,6 +198,45 @@ spec:
 		}
 	})
 
+	t.Run("static pod", func(t *testing.T) {
+		// A manifest in DATA_DIR/node/pod-manifests runs without the API,
+		// and shows there as a mirror pod named after the node.
+		dir := filepath.Join(s.dataDir, "node", "pod-manifests")
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		manifest := filepath.Join(dir, "static.yaml")
+		writeFile(t, manifest, strings.ReplaceAll(`apiVersion: v1
+kind: Pod
+metadata: {name: static, namespace: default}
+spec:
+  containers:
+  - name: c
+    image: IMAGE
+    command: [sh, -c, "echo static pod up; sleep 3600"]
+`, "IMAGE", testImage))
+		mirror := "static-e2e-features"
+		waitFor(t, 90*time.Second, "mirror pod "+mirror+" Running", func() bool {
+			out, _ := s.kubectl(t, k, "get", "pod", mirror, "-o", "jsonpath={.status.phase}")
+			return out == "Running"
+		})
+		if got := get("pod", mirror, "-o", `jsonpath={.metadata.annotations.kubernetes\.io/config\.mirror}/{.metadata.ownerReferences[0].kind}`); !strings.HasSuffix(got, "/Node") || len(got) < len("x/Node") {
+			t.Errorf("mirror pod: config.mirror annotation/owner kind = %q, want a hash and Node", got)
+		}
+		waitFor(t, 30*time.Second, "the static pod's log", func() bool {
+			out, _ := s.kubectl(t, k, "logs", mirror)
+			return strings.Contains(out, "static pod up")
+		})
+		// Removing the manifest stops the pod and removes its mirror.
+		if err := os.Remove(manifest); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 90*time.Second, "mirror pod "+mirror+" gone", func() bool {
+			_, err := s.kubectl(t, k, "get", "pod", mirror)
+			return err != nil && strings.Contains(err.Error(), "NotFound")
+		})
+	})
+
 	t.Run("limits", func(t *testing.T) {
 		s.mustKubectl(t, k, "apply", "-f", podManifest(t, `
 apiVersion: v1
