@@ -5,22 +5,16 @@ import (
 	"context"
 	"fmt"
 	"math/rand"
-	"net"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"sort"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/rs/zerolog"
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 
 	"github.com/sqlkube/sqlkube/datastore"
 	"github.com/sqlkube/sqlkube/etcdshim/sqlstore"
+	"github.com/sqlkube/sqlkube/internal/testetcd"
 )
 
 // waitFor bounds every wait of the suite.
@@ -233,89 +227,14 @@ func writeAfter(t *testing.T, dsn string) int64 {
 	return rev
 }
 
-// startEtcd runs the etcd binary on ports the OS picks and returns its
-// client address (host:port). Without the binary the test skips with a
-// line saying so, except under CI=true, where that is a failure (make
-// test-deps installs Debian's etcd-server).
+// startEtcd runs a real etcd server for the test and returns its client
+// address; without the etcd binary the test is skipped (a failure under
+// CI=true).
 func startEtcd(t *testing.T) string {
 	t.Helper()
-	bin := etcdBinary(t)
-	if bin == "" {
-		t.Skipf("skipping: no etcd binary in PATH (apt-get install etcd-server, or make test-deps)")
+	addr := testetcd.Start(t, waitFor)
+	if addr == "" {
+		t.Skip("skipping: no etcd binary in PATH (apt-get install etcd-server, or make test-deps)")
 	}
-	dir := t.TempDir()
-	client, peer := freeAddr(t), freeAddr(t)
-	logf, err := os.Create(filepath.Join(dir, "etcd.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin, "--name", "default", "--data-dir", filepath.Join(dir, "data"),
-		"--listen-client-urls", "http://"+client, "--advertise-client-urls", "http://"+client,
-		"--listen-peer-urls", "http://"+peer, "--initial-advertise-peer-urls", "http://"+peer,
-		"--initial-cluster", "default=http://"+peer)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start etcd: %v", err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-exited
-		logf.Close()
-	})
-	c, err := clientv3.New(clientv3.Config{Endpoints: []string{client}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	deadline := time.Now().Add(waitFor)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		_, err := c.Status(ctx, client)
-		cancel()
-		if err == nil {
-			return client
-		}
-		select {
-		case err := <-exited:
-			log, _ := os.ReadFile(logf.Name())
-			t.Fatalf("etcd exited: %v\n%s", err, tail(string(log)))
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("etcd not ready after %s: %v", waitFor, err)
-		}
-	}
-}
-
-// etcdBinary finds the etcd binary: "" (with a line saying so) when it is
-// missing, except under CI=true, where that fails the test.
-func etcdBinary(t *testing.T) string {
-	t.Helper()
-	bin, err := exec.LookPath("etcd")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("etcd binary not found in CI: run 'make test-deps' (Debian's etcd-server)")
-		}
-		t.Logf("no etcd binary in PATH: its legs are skipped (apt-get install etcd-server, or make test-deps)")
-		return ""
-	}
-	return bin
-}
-
-func tail(s string) string {
-	lines := strings.Split(s, "\n")
-	return strings.Join(lines[max(0, len(lines)-20):], "\n")
-}
-
-// freeAddr asks the OS for a free loopback port.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
+	return addr
 }

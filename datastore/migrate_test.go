@@ -17,6 +17,7 @@ import (
 	"github.com/sqlkube/sqlkube/datastore"
 	"github.com/sqlkube/sqlkube/etcdshim/sqlstore"
 	"github.com/sqlkube/sqlkube/etcdshim/sqlstore/sqltest"
+	"github.com/sqlkube/sqlkube/internal/testetcd"
 )
 
 func backend(name string) sqltest.Backend {
@@ -47,8 +48,8 @@ func TestMigrate_RoundTrip(t *testing.T) {
 	var progress bytes.Buffer
 	legs := []string{first, pg, my}
 	etcdLeg := ""
-	if etcdBinary(t) != "" {
-		etcdLeg = "etcd://" + startEtcd(t)
+	if addr := testetcd.Start(t, waitFor); addr != "" {
+		etcdLeg = "etcd://" + addr
 		legs = append(legs, etcdLeg)
 	}
 	legs = append(legs, last)

@@ -2,24 +2,20 @@ package e2e
 
 import (
 	"bytes"
-	"context"
 	"encoding/base64"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 	"sigs.k8s.io/yaml"
 
 	"github.com/sqlkube/sqlkube/etcdshim/sqlstore/sqltest"
+	"github.com/sqlkube/sqlkube/internal/testetcd"
 )
 
 // migrateLabel marks the objects TestDatastore_MigrateCluster creates.
@@ -59,7 +55,7 @@ func TestDatastore_MigrateCluster(t *testing.T) {
 
 	legs := []string{first, pg, my}
 	etcd := ""
-	if addr := startEtcdServer(t); addr != "" {
+	if addr := testetcd.Start(t, startTimeout); addr != "" {
 		etcd = "etcd://" + addr
 		legs = append(legs, etcd)
 	}
@@ -214,63 +210,4 @@ func normalizedList(t *testing.T, out string) ([]any, map[string]int64) {
 		}
 	}
 	return items, rvs
-}
-
-// startEtcdServer runs the etcd binary on ports the OS picks and returns its
-// client address, or "" with a line saying so when there is no etcd binary
-// (a failure under CI=true: make test-deps installs Debian's etcd-server).
-func startEtcdServer(t *testing.T) string {
-	t.Helper()
-	etcdBin, err := exec.LookPath("etcd")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("etcd binary not found in CI: run 'make test-deps' (Debian's etcd-server)")
-		}
-		t.Logf("no etcd binary in PATH: the etcd leg is skipped (apt-get install etcd-server, or make test-deps)")
-		return ""
-	}
-	free := func() string {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer l.Close()
-		return l.Addr().String()
-	}
-	dir := t.TempDir()
-	client, peer := free(), free()
-	var log bytes.Buffer
-	cmd := exec.Command(etcdBin, "--name", "default", "--data-dir", filepath.Join(dir, "data"),
-		"--listen-client-urls", "http://"+client, "--advertise-client-urls", "http://"+client,
-		"--listen-peer-urls", "http://"+peer, "--initial-advertise-peer-urls", "http://"+peer,
-		"--initial-cluster", "default=http://"+peer)
-	cmd.Stdout, cmd.Stderr = &lockedWriter{w: &log}, &lockedWriter{w: &log}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start etcd: %v", err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() { _ = cmd.Process.Kill(); <-exited })
-	c, err := clientv3.New(clientv3.Config{Endpoints: []string{client}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	deadline := time.Now().Add(startTimeout)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		_, err := c.Status(ctx, client)
-		cancel()
-		if err == nil {
-			return client
-		}
-		select {
-		case err := <-exited:
-			t.Fatalf("etcd exited: %v\n%s", err, log.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("etcd not ready within %s: %v", startTimeout, err)
-		}
-	}
 }
