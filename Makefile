@@ -13,7 +13,7 @@ LDFLAGS := -X main.version=$(VERSION) \
 	-X k8s.io/component-base/version.gitVersion=$(K8S_VERSION) \
 	-X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$(K8S_MINOR)
 
-.PHONY: run build test test-deps vet fmt bench image
+.PHONY: run build test test-deps test-ha vet fmt bench image
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/sqlkube ./cmd/sqlkube
@@ -51,6 +51,15 @@ test: test-deps
 	# One package at a time: the conformance suites run their backends in
 	# parallel and are timing-sensitive on a 2-core machine.
 	$(GO) test -p 1 -count=1 -timeout 40m ./...
+
+# test-ha is the fault test: three servers on a private PostgreSQL, a
+# minute of SIGKILLs, a PostgreSQL restart and a paused leader, with
+# writers and watchers checked afterwards (HA_MODE=short: about 20 s).
+# Its figures (the last log line) are what docs/reliability.md reports.
+# It is not in make test yet: it fails on an open problem described there.
+HA_MODE ?= full
+test-ha:
+	SQLKUBE_TEST_HA=$(HA_MODE) $(GO) test -count=1 -timeout 20m -v -run '^TestHA_Faults$$' ./apiserver/e2e
 
 # image builds the container image docker-compose.yaml runs (Dockerfile:
 # a cgo build, distroless and non-root). IMAGE=name:tag to name it.

@@ -116,12 +116,3 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 		return next(c)
 	}
 }
-
-func (s *Server) readyz(c echo.Context) error {
-	for _, ready := range s.ready {
-		if !ready() {
-			return c.String(http.StatusServiceUnavailable, "[-]watch caches not ready\nreadyz check failed")
-		}
-	}
-	return c.String(http.StatusOK, "ok")
-}

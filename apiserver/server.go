@@ -376,7 +376,7 @@ func (s *Server) routes() *echo.Echo {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.httpError
-	e.Use(withRequestInfo, s.authenticate)
+	e.Use(withRequestInfo, withRequestTimeout, s.authenticate)
 	if s.cfg.Audit != nil {
 		e.Use(s.cfg.Audit.middleware) // rejected requests (429 below) are audited too
 	}

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -32,7 +33,7 @@ func TestServer_SharedDatabaseOneLeader(t *testing.T) {
 				first = out
 				return err == nil && len(strings.Fields(out)) == 2, nil
 			})
-			two := startCommand(t, t.TempDir(), "server", "--datastore", dsn, "--fake-nodes", "2")
+			two := startCommand(t, t.TempDir(), "server", "--datastore", dsn, "--fake-nodes", "2", "--token-file", filepath.Join(one.dataDir, "token"))
 			two.mustKubectl(t, bin, "create", "deployment", "web", "--image=nginx", "--replicas=3")
 			two.waitKubectl(t, bin, "Running Running Running", "get", "pods", "-l", "app=web", "-o", "jsonpath={.items[*].status.phase}")
 			if rs := strings.Fields(two.mustKubectl(t, bin, "get", "rs", "-l", "app=web", "-o", "name")); len(rs) != 1 {

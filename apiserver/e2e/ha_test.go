@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -20,7 +21,8 @@ func TestAPIServer_SharedDatabase(t *testing.T) {
 		t.Run(b.Name, func(t *testing.T) {
 			dsn := b.NewDSN(t)
 			one := startCommand(t, t.TempDir(), "apiserver", "--datastore", dsn)
-			two := startCommand(t, t.TempDir(), "apiserver", "--datastore", dsn)
+			// The second joins the cluster identity the first stored.
+			two := startCommand(t, t.TempDir(), "apiserver", "--datastore", dsn, "--token-file", filepath.Join(one.dataDir, "token"))
 
 			// An object listed before the watch starts, so that the watch
 			// is known to be running once it is printed.

@@ -149,7 +149,16 @@ func TestCompose_File(t *testing.T) {
 		}
 	}
 
-	// lb fronts server-a only, as compose/haproxy.cfg explains.
+	// Both servers give one cluster token, so they share one identity.
+	tokens := map[string]bool{}
+	for _, name := range []string{"server-a", "server-b"} {
+		tokens[parseCommand(t, name, p.Services[name].Command).Flags().Lookup("token").Value.String()] = true
+	}
+	if len(tokens) != 1 || tokens[""] {
+		t.Errorf("server-a and server-b give the cluster tokens %v, want one, not empty", tokens)
+	}
+
+	// lb fronts both servers.
 	lb := p.Services["lb"]
 	cfgPath := bindSource(lb, "/usr/local/etc/haproxy/haproxy.cfg")
 	cfg, err := os.ReadFile(cfgPath)
@@ -162,11 +171,11 @@ func TestCompose_File(t *testing.T) {
 			backends = append(backends, f[2])
 		}
 	}
-	if !slices.Equal(backends, []string{"server-a:6443"}) {
-		t.Errorf("lb: backends %v, want server-a:6443 alone until servers share one identity", backends)
+	if !slices.Equal(backends, []string{"server-a:6443", "server-b:6443"}) {
+		t.Errorf("lb: backends %v, want server-a:6443 and server-b:6443", backends)
 	}
-	if !publishesTo(lb, "6443", "6443") || !dependsHealthy(lb, "server-a") {
-		t.Errorf("lb: want 6443 published and server-a healthy first")
+	if !publishesTo(lb, "6443", "6443") || !dependsHealthy(lb, "server-a") || !dependsHealthy(lb, "server-b") {
+		t.Errorf("lb: want 6443 published and both servers healthy first")
 	}
 
 	// The node: `sqlkube node --fake`, with server-a's kubeconfig, in lb's

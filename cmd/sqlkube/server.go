@@ -51,6 +51,9 @@ type apiFlags struct {
 	advertise    string
 	// kubeconfigServer is the API URL written into the admin kubeconfig.
 	kubeconfigServer string
+	// token (or the content of tokenFile) opens the cluster identity in
+	// the datastore (identity.go).
+	token, tokenFile string
 	// authentication and authorization
 	tokenAuthFile     string
 	saSigningKeyFile  string
@@ -88,6 +91,8 @@ func addAPIFlags(fl *pflag.FlagSet, f *apiFlags) {
 	fl.StringVar(&f.auditPolicy, "audit-policy-file", "", "audit.k8s.io/v1 Policy of what is logged at which level (default: every request at Metadata)")
 	fl.StringVar(&f.advertise, "advertise-address", "", "IP the kubernetes service's endpoints name for this server (default: --bind-address, or the host's address if that is unspecified)")
 	fl.StringVar(&f.kubeconfigServer, "kubeconfig-server", "", "API URL written into the admin kubeconfig (default: the address the API listens on), e.g. a load balancer's or a published container port's; add its host to --tls-san")
+	fl.StringVar(&f.token, "token", "", "cluster token: seals the cluster's CAs, service-account key and encryption config in the datastore, and opens them on servers that join (default: DATA_DIR/token, generated there by the first server)")
+	fl.StringVar(&f.tokenFile, "token-file", "", "file holding the cluster token (instead of --token, which other users can see in the process list)")
 	fl.StringVar(&f.tokenAuthFile, "token-auth-file", "", "CSV of static bearer tokens: token,user,uid,\"group1,group2\"")
 	fl.StringVar(&f.saSigningKeyFile, "service-account-signing-key-file", "", "private key that signs service-account tokens (default: generated under DATA_DIR/tls)")
 	fl.StringVar(&f.saIssuer, "service-account-issuer", apiserver.DefaultServiceAccountIssuer, "issuer (and default audience) of service-account tokens")
@@ -206,6 +211,11 @@ func runServer(ctx context.Context, f *serverFlags, log zerolog.Logger, out io.W
 		return err
 	}
 	defer store.Close()
+	// The cluster identity comes first: the etcd API's certificates are
+	// issued from the cluster CA.
+	if err := establishIdentityLocal(ctx, store, &f.api, log, out); err != nil {
+		return err
+	}
 	var etcdTLS *tls.Config
 	var etcdFiles *pki.Files
 	if f.etcdListenAddress != "" {
@@ -253,6 +263,9 @@ func runAPIServer(ctx context.Context, f *apiserverFlags, log zerolog.Logger, ou
 		defer etcd.Stop(5 * time.Second)
 		client := storage.Local(etcd)
 		defer client.Close()
+		if err := establishIdentity(ctx, client.KV, &f.api, log, out); err != nil {
+			return err
+		}
 		return serveAPI(ctx, &f.api, client, store.Describe(), start, log, out, nil)
 	}
 	var tlsCfg *tls.Config
@@ -278,6 +291,9 @@ func runAPIServer(ctx context.Context, f *apiserverFlags, log zerolog.Logger, ou
 		return err
 	}
 	defer client.Close()
+	if err := establishIdentity(ctx, client.KV, &f.api, log, out); err != nil {
+		return err
+	}
 	return serveAPI(ctx, &f.api, client, strings.Join(f.etcdServers, ","), start, log, out, nil)
 }
 

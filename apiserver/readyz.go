@@ -1,0 +1,76 @@
+package apiserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// readyzStorageTimeout bounds the storage check of /readyz: a database
+// that does not answer within it counts as unreachable.
+const readyzStorageTimeout = 2 * time.Second
+
+// readyzCheck is one line of /readyz.
+type readyzCheck struct {
+	name string
+	// check returns nil when healthy, else the reason it is not.
+	check func(ctx context.Context) error
+}
+
+// readyzChecks are kube-apiserver's shape of /readyz: ping, etcd (a read
+// through the storage client, so a lost database connection makes the
+// server unready until it is back), and the caches (watch caches,
+// informers) every request relies on.
+func (s *Server) readyzChecks() []readyzCheck {
+	return []readyzCheck{
+		{"ping", func(context.Context) error { return nil }},
+		{"etcd", func(ctx context.Context) error {
+			ctx, cancel := context.WithTimeout(ctx, readyzStorageTimeout)
+			defer cancel()
+			if _, err := s.cfg.Client.Client.Get(ctx, "/registry/health", clientv3.WithCountOnly()); err != nil {
+				return fmt.Errorf("storage unreachable: %w", err)
+			}
+			return nil
+		}},
+		{"caches", func(context.Context) error {
+			for _, ready := range s.ready {
+				if !ready() {
+					return errors.New("watch caches or informers not synced")
+				}
+			}
+			return nil
+		}},
+	}
+}
+
+// readyz answers 200 "ok" when every check passes; otherwise 503 with a
+// [+]/[-] line per check (the failing ones with their reason) and
+// "readyz check failed", as kube-apiserver. ?verbose lists the checks
+// either way.
+func (s *Server) readyz(c echo.Context) error {
+	var b strings.Builder
+	failed := false
+	for _, rc := range s.readyzChecks() {
+		if err := rc.check(c.Request().Context()); err != nil {
+			failed = true
+			fmt.Fprintf(&b, "[-]%s failed: %v\n", rc.name, err)
+		} else {
+			fmt.Fprintf(&b, "[+]%s ok\n", rc.name)
+		}
+	}
+	if failed {
+		b.WriteString("readyz check failed\n")
+		return c.String(http.StatusServiceUnavailable, b.String())
+	}
+	if _, verbose := c.QueryParams()["verbose"]; verbose {
+		b.WriteString("readyz check passed\n")
+		return c.String(http.StatusOK, b.String())
+	}
+	return c.String(http.StatusOK, "ok")
+}
