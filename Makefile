@@ -28,11 +28,13 @@ run: build
 # install (root with apt), as BINARY:DEBIAN-PACKAGE pairs: etcdctl for the
 # end-to-end tests, the etcd server for the datastore migration tests' etcd
 # legs, and for the real-node tests containerd, runc, the CNI plugins and a
-# static busybox (the tests build their image from it). Under CI=true a
+# static busybox (the tests build their image from it), and iptables and
+# nftables for the nodes' pod network and kube-proxy. Under CI=true a
 # missing tool is an error here and a failure in those tests; elsewhere
 # they skip with a line.
 TEST_PACKAGES = etcdctl:etcd-client etcd:etcd-server containerd:containerd runc:runc \
-	/usr/lib/cni/bridge:containernetworking-plugins /bin/busybox:busybox-static
+	/usr/lib/cni/bridge:containernetworking-plugins /bin/busybox:busybox-static \
+	iptables:iptables nft:nftables
 
 test-deps:
 	@for pair in $(TEST_PACKAGES); do \

@@ -91,13 +91,20 @@ func startServer(t *testing.T, dataDir string) *server {
 // on a free port with its data in dataDir, and waits until it serves.
 func startCommand(t testing.TB, dataDir string, args ...string) *server {
 	t.Helper()
+	return startCommandNetns(t, "", dataDir, args...)
+}
+
+// startCommandNetns is startCommand in the network namespace netns (a
+// name `ip netns` made; "" for the test's own), entered with nsenter.
+func startCommandNetns(t testing.TB, netns, dataDir string, args ...string) *server {
+	t.Helper()
 	if len(args) > 0 && args[0] == "server" && !slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--disable-node") }) {
 		// A real node (kubelet and containerd) only where a test asks for
 		// one with --disable-node=false.
 		args = append(args, "--disable-node")
 	}
 	args = append(args, "--data-dir", dataDir, "--secure-port", "0", "--log-format", "json")
-	cmd := exec.Command(sqlkubeBin, args...)
+	cmd := sqlkubeCommand(netns, args...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -128,6 +135,15 @@ func startCommand(t testing.TB, dataDir string, args ...string) *server {
 	}
 	s.kubeconfig = filepath.Join(dataDir, "kubeconfig")
 	return s
+}
+
+// sqlkubeCommand runs sqlkube in the network namespace netns ("": the
+// test's own), with nsenter, which enters nothing else.
+func sqlkubeCommand(netns string, args ...string) *exec.Cmd {
+	if netns == "" {
+		return exec.Command(sqlkubeBin, args...)
+	}
+	return exec.Command("nsenter", append([]string{"--net=/run/netns/" + netns, "--", sqlkubeBin}, args...)...)
 }
 
 // stop sends SIGTERM and waits for a clean exit.
