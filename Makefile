@@ -13,7 +13,7 @@ LDFLAGS := -X main.version=$(VERSION) \
 	-X k8s.io/component-base/version.gitVersion=$(K8S_VERSION) \
 	-X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$(K8S_MINOR)
 
-.PHONY: run build test test-deps vet fmt bench image
+.PHONY: run build test test-deps vet fmt bench bench-net image
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/sqlkube ./cmd/sqlkube
@@ -64,6 +64,12 @@ image:
 
 bench: build
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./etcdshim/...
+
+# bench-net measures Services on a real node in a network namespace (root,
+# containerd, iptables): requests/s through a cluster IP against a pod IP,
+# and the time from a Service's creation to its first answer.
+bench-net: test-deps
+	SQLKUBE_BENCH_NET=1 $(GO) test -count=1 -timeout 20m -run 'TestRealNode_ServiceBench$$' -v ./apiserver/e2e
 
 fmt:
 	gofmt -l -w .
