@@ -38,12 +38,12 @@ type netLab struct {
 // iptables are here.
 func requireNetLab(t *testing.T) {
 	t.Helper()
-	for _, bin := range []string{"ip", "nsenter", "iptables", "iptables-save"} {
+	for _, bin := range []string{"ip", "nsenter", "iptables", "iptables-save", "nft"} {
 		if _, err := exec.LookPath(bin); err != nil {
 			if os.Getenv("CI") == "true" {
 				t.Fatalf("%s not found; CI must provide it (make test-deps installs iptables)", bin)
 			}
-			t.Skipf("skipping the network test: %s not found (Debian: iproute2, util-linux, iptables)", bin)
+			t.Skipf("skipping the network test: %s not found (Debian: iproute2, util-linux, iptables, nftables)", bin)
 		}
 	}
 }
@@ -370,7 +370,11 @@ spec:
 		return len(strings.Fields(out)) == 3
 	})
 	natRules := func(netns, svc string) int {
-		return strings.Count(inNetns(t, netns, "iptables-save", "-t", "nat"), "default/"+svc)
+		// kube-proxy's iptables rules name the Service in comments
+		// ("default/web:"), its nftables chains ("…-default/web/tcp/").
+		ipt := inNetns(t, netns, "iptables-save", "-t", "nat")
+		nft := inNetns(t, netns, "nft", "list", "ruleset")
+		return strings.Count(ipt, "default/"+svc+":") + strings.Count(ipt, "default/"+svc+" ") + strings.Count(nft, "default/"+svc+"/")
 	}
 	if n := natRules(nsA, "web"); n == 0 {
 		t.Fatalf("no nat rules for default/web in %s", nsA)

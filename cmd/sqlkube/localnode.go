@@ -44,7 +44,7 @@ func addLocalNodeFlags(fl *pflag.FlagSet, f *localNodeFlags, server bool) {
 	fl.StringVar(&f.sandboxImage, "pod-infra-container-image", images.PauseImageName, "sandbox (pause) image of the containerd sqlkube starts; the default is made by sqlkube and needs no registry")
 	fl.StringArrayVar(&f.kubeletArgs, "kubelet-arg", nil, "extra kubelet flag, e.g. --kubelet-arg=--max-pods=50 (repeatable)")
 	fl.BoolVar(&f.disableKubeProxy, "disable-kube-proxy", false, "run no kube-proxy on this node (Services' cluster IPs and node ports): for clusters that bring their own service proxy")
-	fl.StringArrayVar(&f.kubeProxyArgs, "kube-proxy-arg", nil, "extra kube-proxy flag, e.g. --kube-proxy-arg=--proxy-mode=nftables (repeatable)")
+	fl.StringArrayVar(&f.kubeProxyArgs, "kube-proxy-arg", nil, "extra kube-proxy flag, e.g. --kube-proxy-arg=--proxy-mode=iptables (default: nftables where the kernel and nft allow it, iptables otherwise) (repeatable)")
 }
 
 // cniBinDirs are where Debian (/usr/lib/cni) and upstream (/opt/cni/bin)

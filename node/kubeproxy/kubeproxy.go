@@ -1,8 +1,9 @@
 // Package kubeproxy runs Kubernetes' own kube-proxy
 // (k8s.io/kubernetes/cmd/kube-proxy/app) inside a sqlkube node agent:
 // Services' cluster IPs, node ports, session affinity and traffic
-// policies, as iptables rules by default (nftables with
-// --proxy-mode=nftables), for the node's network namespace.
+// policies, for the node's network namespace: in nftables mode where
+// kube-proxy's nftables mode runs (the nft command, Linux 5.13 or later),
+// in iptables mode otherwise (--proxy-mode chooses).
 //
 // It runs as the node (the node's own credential; sqlkube binds the
 // system:node-proxier role to the group system:nodes), detects local
@@ -15,8 +16,12 @@ package kubeproxy
 import (
 	"context"
 	"fmt"
+	"os/exec"
+	"strconv"
+	"strings"
 
 	"github.com/spf13/pflag"
+	"golang.org/x/sys/unix"
 	cliflag "k8s.io/component-base/cli/flag"
 	"k8s.io/kubernetes/cmd/kube-proxy/app"
 )
@@ -29,16 +34,22 @@ type Options struct {
 	NodeName string
 	// NodeIP is the node's primary address.
 	NodeIP string
+	// Mode is kube-proxy's --proxy-mode (default: DefaultMode()).
+	Mode string
 	// ExtraArgs are kube-proxy flags, applied last (--kube-proxy-arg).
 	ExtraArgs []string
 }
 
 // Args are the kube-proxy flags Options stand for, before ExtraArgs.
 func (o Options) Args() []string {
+	mode := o.Mode
+	if mode == "" {
+		mode = DefaultMode()
+	}
 	args := []string{
 		"--kubeconfig=" + o.Kubeconfig,
 		"--hostname-override=" + o.NodeName,
-		"--proxy-mode=iptables",
+		"--proxy-mode=" + mode,
 		"--detect-local-mode=NodeCIDR",
 		// The host's conntrack table is the host's to size (and it cannot
 		// be changed from a network namespace other than the host's).
@@ -48,6 +59,39 @@ func (o Options) Args() []string {
 		args = append(args, "--bind-address="+o.NodeIP)
 	}
 	return append(args, o.ExtraArgs...)
+}
+
+// DefaultMode is nftables where kube-proxy's nftables mode runs (the nft
+// command, Linux 5.13 or later, as kube-proxy requires), iptables
+// otherwise.
+func DefaultMode() string {
+	if _, err := exec.LookPath("nft"); err != nil {
+		return "iptables"
+	}
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil || !kernelAtLeast(unix.ByteSliceToString(u.Release[:]), 5, 13) {
+		return "iptables"
+	}
+	return "nftables"
+}
+
+// kernelAtLeast reports whether a kernel release ("6.1.0-18-amd64") is
+// major.minor or later.
+func kernelAtLeast(release string, major, minor int) bool {
+	parts := strings.SplitN(release, ".", 3)
+	if len(parts) < 2 {
+		return false
+	}
+	maj, err1 := strconv.Atoi(parts[0])
+	digits := parts[1]
+	if i := strings.IndexFunc(digits, func(r rune) bool { return r < '0' || r > '9' }); i >= 0 {
+		digits = digits[:i] // "13rc1"
+	}
+	min, err2 := strconv.Atoi(digits)
+	if err1 != nil || err2 != nil {
+		return false
+	}
+	return maj > major || maj == major && min >= minor
 }
 
 // options parses Args into kube-proxy's options and checks them.

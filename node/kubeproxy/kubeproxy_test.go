@@ -37,8 +37,8 @@ func TestCheck(t *testing.T) {
 }
 
 func TestOptions_Args(t *testing.T) {
-	args := strings.Join(Options{Kubeconfig: "k", NodeName: "n1", NodeIP: "10.0.0.2", ExtraArgs: []string{"--proxy-mode=nftables"}}.Args(), " ")
-	for _, want := range []string{"--hostname-override=n1", "--detect-local-mode=NodeCIDR", "--bind-address=10.0.0.2", "--conntrack-max-per-core=0"} {
+	args := strings.Join(Options{Kubeconfig: "k", NodeName: "n1", NodeIP: "10.0.0.2", Mode: "iptables", ExtraArgs: []string{"--proxy-mode=nftables"}}.Args(), " ")
+	for _, want := range []string{"--proxy-mode=iptables", "--hostname-override=n1", "--detect-local-mode=NodeCIDR", "--bind-address=10.0.0.2", "--conntrack-max-per-core=0"} {
 		if !strings.Contains(args, want) {
 			t.Errorf("args %q lack %s", args, want)
 		}
@@ -46,5 +46,16 @@ func TestOptions_Args(t *testing.T) {
 	// The operator's flags come last, so they win.
 	if !strings.HasSuffix(args, "--proxy-mode=nftables") {
 		t.Errorf("args %q do not end with the extra ones", args)
+	}
+}
+
+func TestKernelAtLeast(t *testing.T) {
+	for release, want := range map[string]bool{
+		"6.18.44-fc-v782": true, "5.13.0": true, "5.10.0-28-amd64": false, "5.15": true,
+		"4.19.0": false, "5.13rc1": true, "": false, "garbage": false,
+	} {
+		if got := kernelAtLeast(release, 5, 13); got != want {
+			t.Errorf("kernelAtLeast(%q, 5, 13) = %v, want %v", release, got, want)
+		}
 	}
 }
