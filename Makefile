@@ -13,7 +13,7 @@ LDFLAGS := -X main.version=$(VERSION) \
 	-X k8s.io/component-base/version.gitVersion=$(K8S_VERSION) \
 	-X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$(K8S_MINOR)
 
-.PHONY: run build test test-deps test-ha vet fmt bench image
+.PHONY: run build test test-deps test-ha vet fmt bench bench-net image
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/sqlkube ./cmd/sqlkube
@@ -28,11 +28,13 @@ run: build
 # install (root with apt), as BINARY:DEBIAN-PACKAGE pairs: etcdctl for the
 # end-to-end tests, the etcd server for the datastore migration tests' etcd
 # legs, and for the real-node tests containerd, runc, the CNI plugins and a
-# static busybox (the tests build their image from it). Under CI=true a
+# static busybox (the tests build their image from it), and iptables and
+# nftables for the nodes' pod network and kube-proxy. Under CI=true a
 # missing tool is an error here and a failure in those tests; elsewhere
 # they skip with a line.
 TEST_PACKAGES = etcdctl:etcd-client etcd:etcd-server containerd:containerd runc:runc \
-	/usr/lib/cni/bridge:containernetworking-plugins /bin/busybox:busybox-static
+	/usr/lib/cni/bridge:containernetworking-plugins /bin/busybox:busybox-static \
+	iptables:iptables nft:nftables
 
 test-deps:
 	@for pair in $(TEST_PACKAGES); do \
@@ -71,6 +73,12 @@ image:
 
 bench: build
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./etcdshim/...
+
+# bench-net measures Services on a real node in a network namespace (root,
+# containerd, iptables): requests/s through a cluster IP against a pod IP,
+# and the time from a Service's creation to its first answer.
+bench-net: test-deps
+	SQLKUBE_BENCH_NET=1 $(GO) test -count=1 -timeout 20m -run 'TestRealNode_ServiceBench$$' -v ./apiserver/e2e
 
 fmt:
 	gofmt -l -w .

@@ -105,7 +105,8 @@ func reconcile(ctx context.Context, what string, run func() error) error {
 // them: the default group of `sqlkube token create` tokens may ask for
 // client certificates (system:node-bootstrapper) and have node client
 // certificates approved automatically (nodeclient); nodes may renew their
-// own (selfnodeclient). Nothing more.
+// own (selfnodeclient); and nodes' kube-proxy, which runs with the node's
+// credential, reads Services and EndpointSlices (system:node-proxier).
 func nodeJoinBindings() []rbacv1.ClusterRoleBinding {
 	binding := func(name, role, kind, subject string) rbacv1.ClusterRoleBinding {
 		return rbacv1.ClusterRoleBinding{
@@ -122,5 +123,6 @@ func nodeJoinBindings() []rbacv1.ClusterRoleBinding {
 		binding("sqlkube:node-bootstrapper", "system:node-bootstrapper", rbacv1.GroupKind, bootstraptoken.DefaultGroup),
 		binding("sqlkube:node-autoapprove-bootstrap", "system:certificates.k8s.io:certificatesigningrequests:nodeclient", rbacv1.GroupKind, bootstraptoken.DefaultGroup),
 		binding("sqlkube:node-autoapprove-certificate-rotation", "system:certificates.k8s.io:certificatesigningrequests:selfnodeclient", rbacv1.GroupKind, "system:nodes"),
+		binding("sqlkube:node-proxier", "system:node-proxier", rbacv1.GroupKind, "system:nodes"),
 	}
 }

@@ -91,12 +91,27 @@ func startServer(t *testing.T, dataDir string) *server {
 // on a free port with its data in dataDir, and waits until it serves.
 func startCommand(t testing.TB, dataDir string, args ...string) *server {
 	t.Helper()
-	return startCommandIn(t, "", dataDir, args...)
+	return startCommandAt(t, "", "", dataDir, args...)
 }
 
 // startCommandIn is startCommand run in workDir, where dataDir may be
 // relative (as `make run`'s default ./sqlkube-data is).
 func startCommandIn(t testing.TB, workDir, dataDir string, args ...string) *server {
+	t.Helper()
+	return startCommandAt(t, "", workDir, dataDir, args...)
+}
+
+// startCommandNetns is startCommand in the network namespace netns (a
+// name `ip netns` made; "" for the test's own), entered with nsenter.
+func startCommandNetns(t testing.TB, netns, dataDir string, args ...string) *server {
+	t.Helper()
+	return startCommandAt(t, netns, "", dataDir, args...)
+}
+
+// startCommandAt starts sqlkube with args in the network namespace netns
+// ("" for the test's own) and the working directory workDir ("" for the
+// test's own).
+func startCommandAt(t testing.TB, netns, workDir, dataDir string, args ...string) *server {
 	t.Helper()
 	if len(args) > 0 && args[0] == "server" && !slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--disable-node") }) {
 		// A real node (kubelet and containerd) only where a test asks for
@@ -104,7 +119,7 @@ func startCommandIn(t testing.TB, workDir, dataDir string, args ...string) *serv
 		args = append(args, "--disable-node")
 	}
 	args = append(args, "--data-dir", dataDir, "--secure-port", "0", "--log-format", "json")
-	cmd := exec.Command(sqlkubeBin, args...)
+	cmd := sqlkubeCommand(netns, args...)
 	cmd.Dir = workDir
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -139,6 +154,15 @@ func startCommandIn(t testing.TB, workDir, dataDir string, args ...string) *serv
 	}
 	s.kubeconfig = filepath.Join(dataDir, "kubeconfig")
 	return s
+}
+
+// sqlkubeCommand runs sqlkube in the network namespace netns ("": the
+// test's own), with nsenter, which enters nothing else.
+func sqlkubeCommand(netns string, args ...string) *exec.Cmd {
+	if netns == "" {
+		return exec.Command(sqlkubeBin, args...)
+	}
+	return exec.Command("nsenter", append([]string{"--net=/run/netns/" + netns, "--", sqlkubeBin}, args...)...)
 }
 
 // stop sends SIGTERM and waits for a clean exit.

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"net"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -34,8 +35,11 @@ func TestRealNode_Join(t *testing.T) {
 
 	port := freePort(t)
 	t.Cleanup(func() { unmountUnder(t, agentDir) })
+	cidr := ""
+	t.Cleanup(func() { removeHostPodNetwork(t, cidr) }) // after the agent stops
 	agent := exec.Command(sqlkubeBin, append(join[1:], "--data-dir", agentDir, "--node-name", "e2e-second",
-		"--node-pod-cidr", "10.42.7.0/24", "--kubelet-arg=--port="+strconv.Itoa(port), "--log-format", "json")...)
+		// Both nodes share the host's network namespace: one kube-proxy.
+		"--disable-kube-proxy", "--kubelet-arg=--port="+strconv.Itoa(port), "--log-format", "json")...)
 	var logs bytes.Buffer
 	agent.Stdout, agent.Stderr = &lockedWriter{w: &logs}, &lockedWriter{w: &logs}
 	if err := agent.Start(); err != nil {
@@ -83,8 +87,13 @@ spec:
   - {name: c, image: IMAGE, command: [sh, -c, "echo on the second node; sleep 3600"]}
 `))
 	s.mustKubectl(t, k, "wait", "--for=condition=Ready", "pod/joined", "--timeout=90s")
-	if node := s.mustKubectl(t, k, "get", "pod", "joined", "-o", "jsonpath={.spec.nodeName} {.status.podIP}"); !strings.HasPrefix(node, "e2e-second 10.42.7.") {
-		t.Errorf("pod joined is on %q, want e2e-second with an address from 10.42.7.0/24", node)
+	cidr = s.mustKubectl(t, k, "get", "node", "e2e-second", "-o", "jsonpath={.spec.podCIDR}")
+	_, podNet, err := net.ParseCIDR(cidr)
+	if err != nil {
+		t.Fatalf("node e2e-second's pod CIDR %q: %v", cidr, err)
+	}
+	if node := strings.Fields(s.mustKubectl(t, k, "get", "pod", "joined", "-o", "jsonpath={.spec.nodeName} {.status.podIP}")); len(node) != 2 || node[0] != "e2e-second" || !podNet.Contains(net.ParseIP(node[1])) {
+		t.Errorf("pod joined is on %q, want e2e-second with an address from its pod CIDR %s", node, cidr)
 	}
 	s.waitKubectl(t, k, "on the second node", "logs", "joined")
 	if out := strings.TrimSpace(s.mustKubectl(t, k, "exec", "joined", "--", "hostname")); out != "joined" {

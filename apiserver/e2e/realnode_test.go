@@ -19,6 +19,7 @@ import (
 	"github.com/sqlkube/sqlkube/node/containerd"
 	"github.com/sqlkube/sqlkube/node/images"
 	"github.com/sqlkube/sqlkube/node/mounts"
+	"github.com/sqlkube/sqlkube/node/podnet"
 )
 
 // testImage is the image the real-node tests run: Debian's static busybox
@@ -62,7 +63,7 @@ func writeTestImage(t *testing.T) string {
 		t.Fatal(err)
 	}
 	files := []images.File{{Path: "/bin/busybox", Data: bb, Mode: 0o755}, {Path: "/tmp", Dir: true, Mode: 0o1777}}
-	for _, applet := range []string{"sh", "sleep", "cat", "echo", "httpd", "ls", "hostname", "tar", "true", "false", "mkdir", "wget", "head", "touch", "rm", "tr", "id"} {
+	for _, applet := range []string{"sh", "sleep", "cat", "echo", "httpd", "ls", "hostname", "tar", "true", "false", "mkdir", "wget", "head", "touch", "rm", "tr", "id", "chmod", "seq", "nc", "tail"} {
 		files = append(files, images.File{Path: "/bin/" + applet, Link: "busybox"})
 	}
 	path := filepath.Join(t.TempDir(), "busybox.tar")
@@ -107,13 +108,43 @@ func startNodeServerIn(t *testing.T, workDir, dataDir, node string, args ...stri
 		abs = filepath.Join(workDir, dataDir)
 	}
 	t.Cleanup(func() { unmountUnder(t, abs) }) // runs after the server stops
-	args = append([]string{"server", "--disable-node=false", "--node-name", node, "--kubelet-arg=--port=" + strconv.Itoa(port)}, args...)
+	podCIDR := ""
+	t.Cleanup(func() { removeHostPodNetwork(t, podCIDR) }) // after the server stops too
+	// These nodes share the host's network namespace, where a kube-proxy
+	// would leave its rules: the Service tests run theirs in namespaces
+	// of their own (realnode_net_test.go).
+	args = append([]string{"server", "--disable-node=false", "--node-name", node, "--kubelet-arg=--port=" + strconv.Itoa(port), "--disable-kube-proxy"}, args...)
 	s := startCommandIn(t, workDir, dataDir, args...)
 	t.Cleanup(func() { s.removeAllPods(t) }) // runs before the server stops
 	kubectl := kubectlPath(t)
 	s.waitKubectl(t, kubectl, "True", "get", "node", node, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
+	podCIDR = s.mustKubectl(t, kubectl, "get", "node", node, "-o", "jsonpath={.spec.podCIDR}")
 	s.sqlkube(t, "images", "import", writeTestImage(t))
 	return s
+}
+
+// removeHostPodNetwork removes what a node with podCIDR set up in the
+// host's network namespace: its masquerade chain and its bridge.
+func removeHostPodNetwork(t *testing.T, podCIDR string) {
+	t.Helper()
+	if podCIDR == "" {
+		return
+	}
+	chain := podnet.MasqueradeChain(podCIDR)
+	for _, args := range [][]string{
+		{"iptables", "-w", "-t", "nat", "-D", "POSTROUTING", "-s", podCIDR, "-m", "comment", "--comment", podnet.MasqueradeComment(podCIDR), "-j", chain},
+		{"iptables", "-w", "-t", "nat", "-F", chain},
+		{"iptables", "-w", "-t", "nat", "-X", chain},
+		{"ip", "link", "del", podnet.BridgeName(podCIDR)},
+	} {
+		_ = exec.Command(args[0], args[1:]...).Run() // gone already is fine
+	}
+	if out, _ := exec.Command("iptables", "-w", "-t", "nat", "-S").Output(); strings.Contains(string(out), chain) {
+		t.Errorf("iptables chain %s is left behind", chain)
+	}
+	if exec.Command("ip", "link", "show", podnet.BridgeName(podCIDR)).Run() == nil {
+		t.Errorf("bridge %s is left behind", podnet.BridgeName(podCIDR))
+	}
 }
 
 // runtimeContainers lists the runtime's containers (ctr, k8s.io namespace).

@@ -29,6 +29,9 @@ type componentFlags struct {
 	controllerArgs   []string
 	disableScheduler bool
 	schedulerArgs    []string
+	// clusterCIDR is where the node-ipam controller takes nodes' pod
+	// CIDRs from ("": nodes get none).
+	clusterCIDR string
 }
 
 func addComponentFlags(fl *pflag.FlagSet, f *componentFlags) {
@@ -36,6 +39,7 @@ func addComponentFlags(fl *pflag.FlagSet, f *componentFlags) {
 		"controllers to run, in kube-controller-manager's syntax: '*' all on by default, 'name' one more, '-name' one fewer, '-*' none (names: sqlkube controller-manager --help)")
 	fl.StringArrayVar(&f.controllerArgs, "kube-controller-manager-arg", nil, "a kube-controller-manager flag for the in-process controllers, e.g. --kube-controller-manager-arg=--node-monitor-grace-period=20s (repeatable)")
 	fl.BoolVar(&f.disableScheduler, "disable-scheduler", false, "do not run the scheduler")
+	fl.StringVar(&f.clusterCIDR, "cluster-cidr", "10.42.0.0/16", "pods' addresses: the node-ipam controller gives each node a /24 of it as spec.podCIDR (--kube-controller-manager-arg=--node-cidr-mask-size=N for another size; empty: no pod CIDRs)")
 	fl.StringArrayVar(&f.schedulerArgs, "kube-scheduler-arg", nil, "a kube-scheduler flag for the in-process scheduler, e.g. --kube-scheduler-arg=--config=sched.yaml (repeatable)")
 }
 
@@ -80,6 +84,9 @@ func (c *components) controllerOptions() (*manager.Options, error) {
 		"service-account-private-key-file": c.ServiceAccountKeyFile,
 		"service-cluster-ip-range":         c.ServiceClusterIPRange,
 		"cluster-name":                     "sqlkube",
+	}
+	if c.flags.clusterCIDR != "" {
+		set["cluster-cidr"], set["allocate-node-cidrs"] = c.flags.clusterCIDR, "true"
 	}
 	// In-process, as for the scheduler, the client's rate is not what
 	// should limit the controllers: at kube-controller-manager's 20 QPS a

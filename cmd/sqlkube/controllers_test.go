@@ -28,3 +28,30 @@ func TestComponents_ControllerOptionsClientRate(t *testing.T) {
 		})
 	}
 }
+
+func TestComponents_ControllerOptionsClusterCIDR(t *testing.T) {
+	for _, tc := range []struct {
+		name, cidr        string
+		args              []string
+		wantCIDR, wantAll string
+	}{
+		{"default", "10.42.0.0/16", nil, "10.42.0.0/16", "true"},
+		{"none", "", nil, "", "false"},
+		{"operator's controller flag", "10.42.0.0/16", []string{"--allocate-node-cidrs=false"}, "10.42.0.0/16", "false"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &components{flags: &componentFlags{controllers: []string{"*"}, controllerArgs: tc.args, clusterCIDR: tc.cidr}}
+			o, err := c.controllerOptions()
+			if err != nil {
+				t.Fatal(err)
+			}
+			fs := o.FlagSet()
+			if got := fs.Lookup("cluster-cidr").Value.String(); got != tc.wantCIDR {
+				t.Errorf("cluster-cidr = %q, want %q", got, tc.wantCIDR)
+			}
+			if got := fs.Lookup("allocate-node-cidrs").Value.String(); got != tc.wantAll {
+				t.Errorf("allocate-node-cidrs = %s, want %s", got, tc.wantAll)
+			}
+		})
+	}
+}

@@ -59,8 +59,8 @@ func runJoinedNode(ctx context.Context, f joinFlags, kubeconfigPath string, extr
 	}
 	o := kubelet.Options{
 		Dir: nodeDir, NodeName: name, NodeIP: ip.String(), ServerTLSBootstrap: true,
-		ClientCAFile: filepath.Join(nodeDir, "ca.crt"), PodCIDR: f.podCIDR,
-		ExtraArgs: append(extraKubeletArgs, f.kubeletArgs...),
+		ClientCAFile: filepath.Join(nodeDir, "ca.crt"),
+		ExtraArgs:    append(extraKubeletArgs, f.kubeletArgs...),
 	}
 	var caPEM []byte
 	switch {
@@ -98,6 +98,9 @@ func runJoinedNode(ctx context.Context, f joinFlags, kubeconfigPath string, extr
 			return err
 		}
 	}
+	if err := f.checkKubeProxy(name, ip.String(), o.Kubeconfig); err != nil {
+		return err
+	}
 	endpoint, stopRuntime, err := startRuntime(ctx, f.localNodeFlags, dataDir, log)
 	if err != nil {
 		return err
@@ -107,6 +110,8 @@ func runJoinedNode(ctx context.Context, f joinFlags, kubeconfigPath string, extr
 	}
 	defer stopRuntime()
 	o.RuntimeEndpoint = endpoint
+	waitNetwork := startNodeNetwork(ctx, f.localNodeFlags, nodeNetwork{dir: nodeDir, name: name, ip: ip.String(), kubeconfig: o.Kubeconfig}, log)
+	defer waitNetwork()
 	log.Info().Str("node", name).Str("ip", ip.String()).Msg("starting the kubelet")
 	return kubelet.Run(ctx, o)
 }

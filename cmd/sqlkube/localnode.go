@@ -2,12 +2,9 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"hash/fnv"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 
@@ -31,8 +28,10 @@ type localNodeFlags struct {
 	ip              string
 	runtimeEndpoint string
 	sandboxImage    string
-	podCIDR         string
 	kubeletArgs     []string
+	// Services: kube-proxy in the node agent.
+	disableKubeProxy bool
+	kubeProxyArgs    []string
 }
 
 func addLocalNodeFlags(fl *pflag.FlagSet, f *localNodeFlags, server bool) {
@@ -43,8 +42,9 @@ func addLocalNodeFlags(fl *pflag.FlagSet, f *localNodeFlags, server bool) {
 	fl.StringVar(&f.ip, "node-ip", "", "this host's node address (default: the address of the default route's interface)")
 	fl.StringVar(&f.runtimeEndpoint, "container-runtime-endpoint", "", "CRI endpoint of an existing runtime (containerd, CRI-O), unix://PATH (default: start the containerd found on PATH, configured under DATA_DIR/containerd)")
 	fl.StringVar(&f.sandboxImage, "pod-infra-container-image", images.PauseImageName, "sandbox (pause) image of the containerd sqlkube starts; the default is made by sqlkube and needs no registry")
-	fl.StringVar(&f.podCIDR, "node-pod-cidr", "10.42.0.0/24", "pod addresses of this host's node (its CNI bridge network)")
 	fl.StringArrayVar(&f.kubeletArgs, "kubelet-arg", nil, "extra kubelet flag, e.g. --kubelet-arg=--max-pods=50 (repeatable)")
+	fl.BoolVar(&f.disableKubeProxy, "disable-kube-proxy", false, "run no kube-proxy on this node (Services' cluster IPs and node ports): for clusters that bring their own service proxy")
+	fl.StringArrayVar(&f.kubeProxyArgs, "kube-proxy-arg", nil, "extra kube-proxy flag, e.g. --kube-proxy-arg=--proxy-mode=iptables (default: nftables where the kernel and nft allow it, iptables otherwise) (repeatable)")
 }
 
 // cniBinDirs are where Debian (/usr/lib/cni) and upstream (/opt/cni/bin)
@@ -81,16 +81,21 @@ func runLocalNode(ctx context.Context, f localNodeFlags, dataDir, apiURL string,
 		return err
 	}
 
+	if err := f.checkKubeProxy(name, ip.String(), kubeconfig); err != nil {
+		return err
+	}
 	endpoint, stopRuntime, err := startRuntime(ctx, f, dataDir, log)
 	if err != nil || endpoint == "" {
 		return err
 	}
 	defer stopRuntime()
+	waitNetwork := startNodeNetwork(ctx, f, nodeNetwork{dir: nodeDir, name: name, ip: ip.String(), kubeconfig: kubeconfig}, log)
+	defer waitNetwork()
 	log.Info().Str("node", name).Str("ip", ip.String()).Msg("starting the kubelet")
 	return kubelet.Run(ctx, kubelet.Options{
 		Dir: nodeDir, NodeName: name, NodeIP: ip.String(), Kubeconfig: kubeconfig,
 		ClientCAFile: files.CACert, TLSCertFile: nodeFiles.ServingCert, TLSKeyFile: nodeFiles.ServingKey,
-		RuntimeEndpoint: endpoint, PodCIDR: f.podCIDR, ExtraArgs: f.kubeletArgs,
+		RuntimeEndpoint: endpoint, ExtraArgs: f.kubeletArgs,
 	})
 }
 
@@ -137,12 +142,11 @@ func startRuntime(ctx context.Context, f localNodeFlags, dataDir string, log zer
 			log.Warn().Msg("no node for this host: the CNI plugins are missing (Debian: apt-get install containernetworking-plugins); the control plane runs without one")
 			return "", func() {}, nil
 		}
-		cniConf := filepath.Join(nodeDir, "cni", "net.d")
-		if err := writeCNIConfig(cniConf, filepath.Join(nodeDir, "cni", "ipam"), f.podCIDR); err != nil {
+		// The configuration is written once the node has its pod CIDR
+		// (startNodeNetwork); the runtime watches the directory.
+		cniConf := cniConfDir(nodeDir)
+		if err := os.MkdirAll(cniConf, 0o700); err != nil {
 			return "", nil, err
-		}
-		if err := ensureMasquerade(ctx, f.podCIDR); err != nil {
-			log.Warn().Err(err).Msg("pods cannot reach beyond this host: no masquerade rule")
 		}
 		ctrDir := filepath.Join(dataDir, "containerd")
 		proc, err := containerd.Start(ctx, containerd.Options{Dir: ctrDir, SandboxImage: f.sandboxImage, CNIBinDir: cniBin, CNIConfDir: cniConf})
@@ -192,62 +196,6 @@ func writeNodeKubeconfig(path, url, caFile string, nf pki.NodeFiles) error {
 	return clientcmd.WriteToFile(*cfg, path)
 }
 
-// bridgeName names a node's CNI bridge after its pod CIDR, so that several
-// nodes on one host (each with its own CIDR) each have their own bridge.
-func bridgeName(podCIDR string) string {
-	h := fnv.New32a()
-	h.Write([]byte(podCIDR))
-	return fmt.Sprintf("sqlkube%08x", h.Sum32())
-}
-
-// ensureMasquerade installs one rule (iptables, nat POSTROUTING) that
-// masquerades what pods in podCIDR send off their bridge. The bridge
-// plugin could do it per pod (ipMasq), but that is several iptables calls
-// under one host-wide lock for every pod started and stopped, which made
-// pod startup wait tens of seconds when many pods start at once.
-func ensureMasquerade(ctx context.Context, podCIDR string) error {
-	ipt, err := exec.LookPath("iptables")
-	if err != nil {
-		return err
-	}
-	rule := []string{"POSTROUTING", "-s", podCIDR, "!", "-o", bridgeName(podCIDR), "-m", "comment", "--comment", "sqlkube: pods of " + podCIDR + " leave masqueraded", "-j", "MASQUERADE"}
-	if exec.CommandContext(ctx, ipt, append([]string{"-w", "-t", "nat", "-C"}, rule...)...).Run() == nil {
-		return nil
-	}
-	add := append([]string{"-w", "-t", "nat", "-A"}, rule...)
-	if out, err := exec.CommandContext(ctx, ipt, add...).CombinedOutput(); err != nil {
-		return fmt.Errorf("iptables: %v: %s", err, out)
-	}
-	return nil
-}
-
-// writeCNIConfig writes the pod network of a single host: a bridge with
-// host-local addresses from podCIDR and the loopback.
-func writeCNIConfig(confDir, ipamDir, podCIDR string) error {
-	if _, _, err := net.ParseCIDR(podCIDR); err != nil {
-		return fmt.Errorf("--node-pod-cidr: %w", err)
-	}
-	if err := os.MkdirAll(confDir, 0o700); err != nil {
-		return err
-	}
-	conf := map[string]any{
-		"cniVersion": "1.0.0",
-		"name":       "sqlkube",
-		"plugins": []any{
-			map[string]any{
-				"type": "bridge", "bridge": bridgeName(podCIDR), "isGateway": true, "hairpinMode": true,
-				"ipam": map[string]any{
-					"type": "host-local", "dataDir": ipamDir,
-					"ranges": [][]map[string]string{{{"subnet": podCIDR}}},
-					"routes": []map[string]string{{"dst": "0.0.0.0/0"}},
-				},
-			},
-			map[string]any{"type": "portmap", "capabilities": map[string]bool{"portMappings": true}},
-		},
-	}
-	b, err := json.MarshalIndent(conf, "", "  ")
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(filepath.Join(confDir, "10-sqlkube.conflist"), b, 0o600)
-}
+// cniConfDir and cniIPAMDir are under a node's directory.
+func cniConfDir(nodeDir string) string { return filepath.Join(nodeDir, "cni", "net.d") }
+func cniIPAMDir(nodeDir string) string { return filepath.Join(nodeDir, "cni", "ipam") }

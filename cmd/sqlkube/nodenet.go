@@ -1,0 +1,105 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/sqlkube/sqlkube/node/kubeproxy"
+	"github.com/sqlkube/sqlkube/node/podnet"
+)
+
+// nodeNetwork names a node for its network agents.
+type nodeNetwork struct {
+	dir, name, ip string
+	// kubeconfig is the node's credential; a joining node's kubelet
+	// writes it once its client certificate is issued.
+	kubeconfig string
+}
+
+func (f localNodeFlags) kubeProxyOptions(name, ip, kubeconfig string) kubeproxy.Options {
+	return kubeproxy.Options{Kubeconfig: kubeconfig, NodeName: name, NodeIP: ip, ExtraArgs: f.kubeProxyArgs}
+}
+
+// checkKubeProxy refuses bad --kube-proxy-arg flags before anything starts.
+func (f localNodeFlags) checkKubeProxy(name, ip, kubeconfig string) error {
+	if f.disableKubeProxy {
+		return nil
+	}
+	return kubeproxy.Check(f.kubeProxyOptions(name, ip, kubeconfig))
+}
+
+// startNodeNetwork runs the node's network agents until ctx ends: the pod
+// network (its CNI configuration once the node has a pod CIDR, routes to
+// the other nodes' pods, masquerading) when sqlkube runs the node's
+// containerd, and kube-proxy unless --disable-kube-proxy, once the pod
+// network is up. Their failures are logged: the kubelet goes on. The
+// returned func waits for them to stop.
+func startNodeNetwork(ctx context.Context, f localNodeFlags, n nodeNetwork, log zerolog.Logger) (wait func()) {
+	var wg sync.WaitGroup
+	log = log.With().Str("node", n.name).Logger()
+	runProxy := func() {
+		if f.disableKubeProxy {
+			return
+		}
+		wg.Go(func() {
+			log.Info().Msg("starting kube-proxy")
+			if err := kubeproxy.Run(ctx, f.kubeProxyOptions(n.name, n.ip, n.kubeconfig)); err != nil {
+				log.Error().Err(err).Msg("kube-proxy stopped: Services do not reach this node's pods")
+			}
+		})
+	}
+	wg.Go(func() {
+		client, err := nodeClient(ctx, n.kubeconfig)
+		if err != nil {
+			if ctx.Err() == nil {
+				log.Error().Err(err).Msg("no pod network, no kube-proxy")
+			}
+			return
+		}
+		if f.runtimeEndpoint != "" {
+			// The runtime and its pod network are the operator's.
+			runProxy()
+			return
+		}
+		err = podnet.Run(ctx, client, podnet.Options{
+			NodeName: n.name, CNIConfDir: cniConfDir(n.dir), IPAMDir: cniIPAMDir(n.dir),
+			OnPodCIDR: func(string) { runProxy() }, Log: log,
+		})
+		if errors.Is(err, podnet.ErrNoPodCIDR) {
+			log.Warn().Err(err).Msg("the node never got a pod CIDR: its pods had no network")
+		} else if err != nil && ctx.Err() == nil {
+			log.Error().Err(err).Msg("pod network agent stopped")
+		}
+	})
+	return wg.Wait
+}
+
+// nodeClient is a client with the node's credential, once its kubeconfig
+// exists (a joining node's kubelet writes it after the TLS bootstrap).
+func nodeClient(ctx context.Context, kubeconfig string) (kubernetes.Interface, error) {
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if _, err := os.Stat(kubeconfig); err == nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-tick.C:
+		}
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	cfg.UserAgent = "sqlkube-podnet"
+	return kubernetes.NewForConfig(cfg)
+}

@@ -1,0 +1,144 @@
+// Package kubeproxy runs Kubernetes' own kube-proxy
+// (k8s.io/kubernetes/cmd/kube-proxy/app) inside a sqlkube node agent:
+// Services' cluster IPs, node ports, session affinity and traffic
+// policies, for the node's network namespace: in nftables mode where
+// kube-proxy's nftables mode runs (the nft command, Linux 5.13 or later),
+// in iptables mode otherwise (--proxy-mode chooses).
+//
+// It runs as the node (the node's own credential; sqlkube binds the
+// system:node-proxier role to the group system:nodes), detects local
+// traffic by the node's pod CIDR (so it needs no cluster CIDR), serves
+// its health check (:10256) and metrics (127.0.0.1:10249) as kube-proxy
+// does, and leaves the host's conntrack table size alone. One kube-proxy
+// per network namespace: two would rewrite each other's rules.
+package kubeproxy
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/pflag"
+	"golang.org/x/sys/unix"
+	cliflag "k8s.io/component-base/cli/flag"
+	"k8s.io/kubernetes/cmd/kube-proxy/app"
+)
+
+// Options configure the embedded kube-proxy.
+type Options struct {
+	// Kubeconfig is the node's credential.
+	Kubeconfig string
+	// NodeName is the Node it proxies for (it waits for its pod CIDR).
+	NodeName string
+	// NodeIP is the node's primary address.
+	NodeIP string
+	// Mode is kube-proxy's --proxy-mode (default: DefaultMode()).
+	Mode string
+	// ExtraArgs are kube-proxy flags, applied last (--kube-proxy-arg).
+	ExtraArgs []string
+}
+
+// Args are the kube-proxy flags Options stand for, before ExtraArgs.
+func (o Options) Args() []string {
+	mode := o.Mode
+	if mode == "" {
+		mode = DefaultMode()
+	}
+	args := []string{
+		"--kubeconfig=" + o.Kubeconfig,
+		"--hostname-override=" + o.NodeName,
+		"--proxy-mode=" + mode,
+		"--detect-local-mode=NodeCIDR",
+		// The host's conntrack table is the host's to size (and it cannot
+		// be changed from a network namespace other than the host's).
+		"--conntrack-max-per-core=0",
+	}
+	if o.NodeIP != "" {
+		args = append(args, "--bind-address="+o.NodeIP)
+	}
+	return append(args, o.ExtraArgs...)
+}
+
+// DefaultMode is nftables where kube-proxy's nftables mode runs (the nft
+// command, Linux 5.13 or later, as kube-proxy requires), iptables
+// otherwise.
+func DefaultMode() string {
+	if _, err := exec.LookPath("nft"); err != nil {
+		return "iptables"
+	}
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil || !kernelAtLeast(unix.ByteSliceToString(u.Release[:]), 5, 13) {
+		return "iptables"
+	}
+	return "nftables"
+}
+
+// kernelAtLeast reports whether a kernel release ("6.1.0-18-amd64") is
+// major.minor or later.
+func kernelAtLeast(release string, major, minor int) bool {
+	parts := strings.SplitN(release, ".", 3)
+	if len(parts) < 2 {
+		return false
+	}
+	maj, err1 := strconv.Atoi(parts[0])
+	digits := parts[1]
+	if i := strings.IndexFunc(digits, func(r rune) bool { return r < '0' || r > '9' }); i >= 0 {
+		digits = digits[:i] // "13rc1"
+	}
+	min, err2 := strconv.Atoi(digits)
+	if err1 != nil || err2 != nil {
+		return false
+	}
+	return maj > major || maj == major && min >= minor
+}
+
+// options parses Args into kube-proxy's options and checks them.
+func options(o Options) (*app.Options, error) {
+	if o.Kubeconfig == "" || o.NodeName == "" {
+		return nil, fmt.Errorf("kube-proxy: Kubeconfig and NodeName are required")
+	}
+	ko := app.NewOptions()
+	fs := pflag.NewFlagSet("kube-proxy", pflag.ContinueOnError)
+	fs.SetNormalizeFunc(cliflag.WordSepNormalizeFunc)
+	ko.AddFlags(fs)
+	if err := fs.Parse(o.Args()); err != nil {
+		return nil, fmt.Errorf("--kube-proxy-arg: %w", err)
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("--kube-proxy-arg: unexpected argument %q", fs.Arg(0))
+	}
+	if err := ko.Complete(fs); err != nil {
+		return nil, fmt.Errorf("kube-proxy: %w", err)
+	}
+	if err := ko.Validate(); err != nil {
+		return nil, fmt.Errorf("kube-proxy: %w", err)
+	}
+	return ko, nil
+}
+
+// Check parses and validates o as Run would, without running anything.
+func Check(o Options) error {
+	_, err := options(o)
+	return err
+}
+
+// Run runs kube-proxy until ctx ends. Like the kubelet, kube-proxy is not
+// built to stop inside a process that goes on: Run returns when ctx ends,
+// but its informers live until the process exits. Its rules stay, so
+// Services keep working while the node agent restarts.
+func Run(ctx context.Context, o Options) error {
+	ko, err := options(o)
+	if err != nil {
+		return err
+	}
+	done := make(chan error, 1)
+	go func() { done <- ko.Run(ctx) }()
+	select {
+	case err := <-done:
+		return fmt.Errorf("kube-proxy: %w", err)
+	case <-ctx.Done():
+		return nil
+	}
+}
