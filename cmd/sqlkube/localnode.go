@@ -18,6 +18,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/sqlkube/sqlkube/apiserver/pki"
+	"github.com/sqlkube/sqlkube/clusterdns"
 	"github.com/sqlkube/sqlkube/node/containerd"
 	"github.com/sqlkube/sqlkube/node/images"
 	"github.com/sqlkube/sqlkube/node/kubelet"
@@ -33,6 +34,10 @@ type localNodeFlags struct {
 	sandboxImage    string
 	podCIDR         string
 	kubeletArgs     []string
+	// clusterDNS and clusterDomain go into pods' resolv.conf (flags of
+	// `sqlkube node`; `sqlkube server` sets them from its DNS flags).
+	clusterDNS    []string
+	clusterDomain string
 }
 
 func addLocalNodeFlags(fl *pflag.FlagSet, f *localNodeFlags, server bool) {
@@ -45,7 +50,15 @@ func addLocalNodeFlags(fl *pflag.FlagSet, f *localNodeFlags, server bool) {
 	fl.StringVar(&f.sandboxImage, "pod-infra-container-image", images.PauseImageName, "sandbox (pause) image of the containerd sqlkube starts; the default is made by sqlkube and needs no registry")
 	fl.StringVar(&f.podCIDR, "node-pod-cidr", "10.42.0.0/24", "pod addresses of this host's node (its CNI bridge network)")
 	fl.StringArrayVar(&f.kubeletArgs, "kubelet-arg", nil, "extra kubelet flag, e.g. --kubelet-arg=--max-pods=50 (repeatable)")
+	if !server {
+		fl.StringSliceVar(&f.clusterDNS, "cluster-dns", []string{defaultClusterDNS}, "the cluster DNS (the kube-dns Service's IP) pods' resolv.conf names (empty: pods get the host's resolvers)")
+		fl.StringVar(&f.clusterDomain, "cluster-domain", clusterdns.DefaultDomain, "the cluster's DNS domain")
+	}
 }
+
+// defaultClusterDNS is the kube-dns Service's IP with the default service
+// range (the tenth address of 10.96.0.0/12).
+const defaultClusterDNS = "10.96.0.10"
 
 // cniBinDirs are where Debian (/usr/lib/cni) and upstream (/opt/cni/bin)
 // install the CNI plugins.
@@ -98,6 +111,7 @@ func runLocalNode(ctx context.Context, f localNodeFlags, dataDir, apiURL string,
 		Dir: nodeDir, NodeName: name, NodeIP: ip.String(), Kubeconfig: kubeconfig,
 		ClientCAFile: files.CACert, TLSCertFile: nodeFiles.ServingCert, TLSKeyFile: nodeFiles.ServingKey,
 		RuntimeEndpoint: endpoint, PodCIDR: f.podCIDR, ExtraArgs: f.kubeletArgs,
+		ClusterDNS: f.clusterDNS, ClusterDomain: f.clusterDomain,
 	})
 }
 
