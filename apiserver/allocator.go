@@ -74,21 +74,43 @@ func (r *reservations) allocate(ctx context.Context, requested, owner string) (s
 	for _, kv := range resp.Kvs {
 		taken[string(kv.Key[len(r.prefix):])] = true
 	}
-	start := rand.Int64N(r.size)
-	for i := range r.size {
-		v := r.value((start + i) % r.size)
-		if _, reserved := r.reservedFor[v]; taken[v] || reserved {
+	// Above the static band first, from a random place; the band only
+	// when the rest is taken.
+	band := r.staticBand()
+	for _, span := range [][2]int64{{band, r.size}, {0, band}} {
+		lo, n := span[0], span[1]-span[0]
+		if n <= 0 {
 			continue
 		}
-		ok, err := r.reserve(ctx, v, owner)
-		if err != nil {
-			return "", err
-		}
-		if ok {
-			return v, nil
+		start := rand.Int64N(n)
+		for i := range n {
+			v := r.value(lo + (start+i)%n)
+			if _, reserved := r.reservedFor[v]; taken[v] || reserved {
+				continue
+			}
+			ok, err := r.reserve(ctx, v, owner)
+			if err != nil {
+				return "", err
+			}
+			if ok {
+				return v, nil
+			}
 		}
 	}
 	return "", fmt.Errorf("the range is full")
+}
+
+// staticBand is how many values at the start of the range random
+// allocation leaves for those asked for by number (the DNS service's
+// tenth address, a chosen node port) until the rest is taken:
+// min(max(16, size/16), 256), as kube-apiserver's allocators; none in a
+// range of 16 or fewer.
+func (r *reservations) staticBand() int64 {
+	band := min(max(16, r.size/16), 256)
+	if band >= r.size {
+		return 0
+	}
+	return band
 }
 
 func (r *reservations) release(ctx context.Context, v string) error {

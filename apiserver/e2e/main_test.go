@@ -118,6 +118,14 @@ func startCommandAt(t testing.TB, netns, workDir, dataDir string, args ...string
 		// one with --disable-node=false.
 		args = append(args, "--disable-node")
 	}
+	if len(args) > 0 && (args[0] == "server" || args[0] == "apiserver") &&
+		!slices.ContainsFunc(args, func(a string) bool {
+			return strings.HasPrefix(a, "--disable-dns") || strings.HasPrefix(a, "--cluster-dns-port")
+		}) {
+		// Cluster DNS (CoreDNS on a port of its own) only where a test
+		// asks for it.
+		args = append(args, "--disable-dns")
+	}
 	args = append(args, "--data-dir", dataDir, "--secure-port", "0", "--log-format", "json")
 	cmd := sqlkubeCommand(netns, args...)
 	cmd.Dir = workDir

@@ -56,7 +56,7 @@ func TestServer_EtcdOffHostNeedsClientCerts(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	dataDir := t.TempDir()
 	f := &serverFlags{etcdListenAddress: "0.0.0.0:0"}
-	f.api = apiFlags{dataDir: dataDir, bindAddress: "127.0.0.1", securePort: 0, serviceIPs: "10.96.0.0/12", nodePorts: "30000-32767"}
+	f.api = apiFlags{dataDir: dataDir, bindAddress: "127.0.0.1", securePort: 0, serviceIPs: "10.96.0.0/12", nodePorts: "30000-32767", dns: dnsFlags{disable: true}}
 	lines := make(logLines, 1000)
 	done := make(chan error, 1)
 	go func() { done <- runServer(ctx, f, zerolog.New(lines), io.Discard) }()

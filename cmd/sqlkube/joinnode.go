@@ -60,7 +60,8 @@ func runJoinedNode(ctx context.Context, f joinFlags, kubeconfigPath string, extr
 	o := kubelet.Options{
 		Dir: nodeDir, NodeName: name, NodeIP: ip.String(), ServerTLSBootstrap: true,
 		ClientCAFile: filepath.Join(nodeDir, "ca.crt"),
-		ExtraArgs:    append(extraKubeletArgs, f.kubeletArgs...),
+		ClusterDNS:   f.clusterDNS, ClusterDomain: f.clusterDomain,
+		ExtraArgs: append(extraKubeletArgs, f.kubeletArgs...),
 	}
 	var caPEM []byte
 	switch {

@@ -15,6 +15,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/sqlkube/sqlkube/apiserver/pki"
+	"github.com/sqlkube/sqlkube/clusterdns"
 	"github.com/sqlkube/sqlkube/node/containerd"
 	"github.com/sqlkube/sqlkube/node/images"
 	"github.com/sqlkube/sqlkube/node/kubelet"
@@ -32,6 +33,10 @@ type localNodeFlags struct {
 	// Services: kube-proxy in the node agent.
 	disableKubeProxy bool
 	kubeProxyArgs    []string
+	// clusterDNS and clusterDomain go into pods' resolv.conf (flags of
+	// `sqlkube node`; `sqlkube server` sets them from its DNS flags).
+	clusterDNS    []string
+	clusterDomain string
 }
 
 func addLocalNodeFlags(fl *pflag.FlagSet, f *localNodeFlags, server bool) {
@@ -45,7 +50,15 @@ func addLocalNodeFlags(fl *pflag.FlagSet, f *localNodeFlags, server bool) {
 	fl.StringArrayVar(&f.kubeletArgs, "kubelet-arg", nil, "extra kubelet flag, e.g. --kubelet-arg=--max-pods=50 (repeatable)")
 	fl.BoolVar(&f.disableKubeProxy, "disable-kube-proxy", false, "run no kube-proxy on this node (Services' cluster IPs and node ports): for clusters that bring their own service proxy")
 	fl.StringArrayVar(&f.kubeProxyArgs, "kube-proxy-arg", nil, "extra kube-proxy flag, e.g. --kube-proxy-arg=--proxy-mode=iptables (default: nftables where the kernel and nft allow it, iptables otherwise) (repeatable)")
+	if !server {
+		fl.StringSliceVar(&f.clusterDNS, "cluster-dns", []string{defaultClusterDNS}, "the cluster DNS (the kube-dns Service's IP) pods' resolv.conf names (empty: pods get the host's resolvers)")
+		fl.StringVar(&f.clusterDomain, "cluster-domain", clusterdns.DefaultDomain, "the cluster's DNS domain")
+	}
 }
+
+// defaultClusterDNS is the kube-dns Service's IP with the default service
+// range (the tenth address of 10.96.0.0/12).
+const defaultClusterDNS = "10.96.0.10"
 
 // cniBinDirs are where Debian (/usr/lib/cni) and upstream (/opt/cni/bin)
 // install the CNI plugins.
@@ -96,6 +109,7 @@ func runLocalNode(ctx context.Context, f localNodeFlags, dataDir, apiURL string,
 		Dir: nodeDir, NodeName: name, NodeIP: ip.String(), Kubeconfig: kubeconfig,
 		ClientCAFile: files.CACert, TLSCertFile: nodeFiles.ServingCert, TLSKeyFile: nodeFiles.ServingKey,
 		RuntimeEndpoint: endpoint, ExtraArgs: f.kubeletArgs,
+		ClusterDNS: f.clusterDNS, ClusterDomain: f.clusterDomain,
 	})
 }
 

@@ -30,7 +30,7 @@ func startTestServer(t *testing.T, args ...string) *rest.Config {
 	dir := t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
 	root := newRootCommand()
-	root.SetArgs(append([]string{"server", "--data-dir", dir, "--secure-port", "0", "--log-level", "error", "--disable-node"}, args...))
+	root.SetArgs(append([]string{"server", "--data-dir", dir, "--secure-port", "0", "--log-level", "error", "--disable-node", "--disable-dns"}, args...))
 	pr, pw := io.Pipe()
 	root.SetOut(pw)
 	done := make(chan error, 1)

@@ -72,6 +72,8 @@ type apiFlags struct {
 	pprofAddress string
 	// node is this host's node (`sqlkube server` only; nil: none).
 	node *localNodeFlags
+	// dns is the cluster DNS this server runs.
+	dns dnsFlags
 }
 
 func addAPIFlags(fl *pflag.FlagSet, f *apiFlags) {
@@ -100,6 +102,7 @@ func addAPIFlags(fl *pflag.FlagSet, f *apiFlags) {
 	fl.StringSliceVar(&f.disableAdmission, "disable-admission-plugins", nil, fmt.Sprintf("admission plugins to turn off (all run by default, in this order: %s)", strings.Join(apiserver.DefaultAdmissionPlugins(), ",")))
 	fl.StringVar(&f.pprofAddress, "pprof-address", "", "serve net/http/pprof here (debugging)")
 	_ = fl.MarkHidden("pprof-address")
+	addDNSFlags(fl, &f.dns)
 }
 
 // loadSigner reads a PEM private key (RSA or ECDSA).
@@ -310,6 +313,10 @@ func serveAPI(ctx context.Context, f *apiFlags, client *kubernetes.Client, stora
 		}
 		defer stopPprof()
 	}
+	dnsIP, err := f.dns.serviceIP(f.serviceIPs)
+	if err != nil {
+		return err
+	}
 	hosts := append(f.tlsSANs, f.bindAddress)
 	if ip, err := apiserver.KubernetesServiceIP(f.serviceIPs); err == nil {
 		hosts = append(hosts, ip.String()) // pods reach the API on it
@@ -410,6 +417,9 @@ func serveAPI(ctx context.Context, f *apiFlags, client *kubernetes.Client, stora
 	background.Go(func() {
 		api.RunKubernetesService(bgCtx, apiserver.KubernetesServiceOptions{Address: advertise, Port: l.Addr().(*net.TCPAddr).Port})
 	})
+	if !f.dns.disable {
+		background.Go(func() { runClusterDNS(bgCtx, f.dns, dnsIP, advertise, api.Loopback(), log) })
+	}
 	if comps != nil {
 		// In-process components reach the API over the loopback client.
 		comps.ServiceAccountKeyFile, comps.ServiceClusterIPRange = saKeyFile, f.serviceIPs
@@ -443,8 +453,10 @@ func serveAPI(ctx context.Context, f *apiFlags, client *kubernetes.Client, stora
 		if ip := net.ParseIP(f.bindAddress); ip != nil && !ip.IsUnspecified() {
 			nodeURL = url
 		}
+		node := *f.node
+		node.clusterDNS, node.clusterDomain = f.dns.kubeletDNS(dnsIP), f.dns.domain
 		background.Go(func() {
-			if err := runLocalNode(bgCtx, *f.node, f.dataDir, nodeURL, files, log); err != nil && bgCtx.Err() == nil {
+			if err := runLocalNode(bgCtx, node, f.dataDir, nodeURL, files, log); err != nil && bgCtx.Err() == nil {
 				log.Error().Err(err).Msg("this host's node stopped")
 			}
 		})

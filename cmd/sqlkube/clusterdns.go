@@ -1,0 +1,122 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/spf13/pflag"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/sqlkube/sqlkube/clusterdns"
+)
+
+// dnsFlags configure the cluster DNS each API server runs (CoreDNS,
+// behind the kube-dns Service).
+type dnsFlags struct {
+	disable   bool
+	ip        string
+	address   string
+	domain    string
+	port      int
+	upstreams []string
+}
+
+func addDNSFlags(fl *pflag.FlagSet, f *dnsFlags) {
+	fl.BoolVar(&f.disable, "disable-dns", false, "serve no cluster DNS and keep no kube-dns Service (bring your own at --cluster-dns)")
+	fl.StringVar(&f.ip, "cluster-dns", "", "cluster IP of the kube-dns Service, which pods' resolv.conf names (default: the tenth address of --service-cluster-ip-range, as kubeadm's)")
+	fl.StringVar(&f.domain, "cluster-domain", clusterdns.DefaultDomain, "the cluster's DNS domain")
+	fl.StringVar(&f.address, "cluster-dns-address", "", "address this server answers DNS on, which the kube-dns endpoints name (default: --advertise-address, or the host's address if that is a loopback one: endpoints may not be loopback addresses)")
+	fl.IntVar(&f.port, "cluster-dns-port", clusterdns.DefaultPort, "port (UDP and TCP) this server answers DNS on; the kube-dns Service's port 53 leads to it")
+	fl.StringSliceVar(&f.upstreams, "cluster-dns-upstream", nil, "where names outside the cluster are forwarded: IP[:PORT] addresses, or a resolv.conf whose nameservers are used (default "+clusterdns.DefaultUpstream+")")
+}
+
+// serviceIP is --cluster-dns, or the tenth address of the service range.
+func (f *dnsFlags) serviceIP(serviceRange string) (net.IP, error) {
+	if f.ip == "" {
+		return clusterdns.ServiceIP(serviceRange)
+	}
+	ip := net.ParseIP(f.ip)
+	if ip == nil {
+		return nil, fmt.Errorf("--cluster-dns %q is not an IP", f.ip)
+	}
+	return ip, nil
+}
+
+// kubeletDNS is what this host's node gives pods as their nameserver:
+// the kube-dns Service, when this server keeps it or --cluster-dns names
+// one the user runs.
+func (f *dnsFlags) kubeletDNS(serviceIP net.IP) []string {
+	if f.disable && f.ip == "" {
+		return nil
+	}
+	return []string{serviceIP.String()}
+}
+
+// listenAddress is --cluster-dns-address, else the advertised address
+// unless it is a loopback one (Kubernetes refuses those as endpoints, and
+// kube-proxy could not send pods there), else the host's address (that
+// of the default route's interface, as this host's node's).
+func (f *dnsFlags) listenAddress(advertise net.IP) (net.IP, error) {
+	if f.address != "" {
+		ip := net.ParseIP(f.address)
+		if ip == nil || ip.IsLoopback() || ip.IsUnspecified() {
+			return nil, fmt.Errorf("--cluster-dns-address %q: want an IP that is neither loopback nor unspecified", f.address)
+		}
+		return ip, nil
+	}
+	if !advertise.IsLoopback() {
+		return advertise, nil
+	}
+	ip, err := utilnet.ChooseHostInterface()
+	if err != nil {
+		return nil, fmt.Errorf("the advertised address %s is a loopback one and the host has no other: give --cluster-dns-address (%w)", advertise, err)
+	}
+	return ip, nil
+}
+
+// runClusterDNS serves DNS at its listenAddress (CoreDNS reading the cluster over
+// loopback as the coredns service account) and keeps this server among
+// the kube-dns Service's endpoints, until ctx ends. A server that cannot
+// listen (the port is taken) logs why and serves no DNS.
+func runClusterDNS(ctx context.Context, f dnsFlags, serviceIP, advertise net.IP, loopback *rest.Config, log zerolog.Logger) {
+	address, err := f.listenAddress(advertise)
+	if err != nil {
+		log.Warn().Err(err).Msg("this server serves no cluster DNS")
+		return
+	}
+	cs, err := kubernetes.NewForConfig(loopback)
+	if err != nil {
+		log.Error().Err(err).Msg("no cluster DNS")
+		return
+	}
+	// kube-system and RBAC come from the server's bootstrap; retry until
+	// they are there.
+	var lastErr error
+	err = wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		lastErr = clusterdns.EnsureRBAC(ctx, cs)
+		return lastErr == nil, nil
+	})
+	if err != nil {
+		if lastErr != nil {
+			log.Error().Err(lastErr).Msg("no cluster DNS: its service account and role")
+		}
+		return
+	}
+	srv, err := clusterdns.Start(clusterdns.Options{
+		Config: clusterdns.Config{Address: address, Port: f.port, Domain: f.domain, Upstreams: f.upstreams},
+		Client: clusterdns.ClientConfig(loopback),
+	})
+	if err != nil {
+		log.Warn().Err(err).Msg("this server serves no cluster DNS (--disable-dns silences this, --cluster-dns-port picks another port)")
+		return
+	}
+	defer srv.Stop()
+	log.Info().Str("address", srv.Address()).Str("service", serviceIP.String()).Str("domain", f.domain).Msg("serving cluster DNS")
+	clusterdns.RunService(ctx, cs, clusterdns.ServiceOptions{ClusterIP: serviceIP, Address: address, Port: f.port}, log)
+}
