@@ -32,7 +32,7 @@ for f in node/fast/node-initialize.yaml node/heartbeat-with-lease/node-heartbeat
   cat "$stages/$f"; echo "---"
 done > "$work/kwok-stages.yaml"
 
-"$work/sqlkube" server --data-dir "$work/data" --secure-port 0 --disable-node --log-level warn > "$work/server.out" 2> "$work/server.err" &
+"$work/sqlkube" server --data-dir "$work/data" --secure-port 0 --disable-node --cluster-cidr= --log-level warn > "$work/server.out" 2> "$work/server.err" &
 server=$!
 for _ in $(seq 1 600); do grep -q "Admin kubeconfig" "$work/server.out" 2>/dev/null && break; sleep 0.1; done
 grep -q "Admin kubeconfig" "$work/server.out" || { cat "$work/server.err" >&2; exit 1; }

@@ -35,7 +35,11 @@ func (s Setup) server(ctx context.Context, args ...string) (*Server, func(), err
 	if err != nil {
 		return nil, nil, err
 	}
-	srv, err := StartServer(ctx, s.Sqlkube, dir, args...)
+	// Simulated nodes need no pod CIDRs, and the default cluster CIDR
+	// (a /16 in /24s) has room for 256 nodes only: beyond those the
+	// node-ipam controller would retry, and record an event, for every
+	// other node.
+	srv, err := StartServer(ctx, s.Sqlkube, dir, append([]string{"--cluster-cidr="}, args...)...)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"net/netip"
+	"slices"
 	"time"
 
 	coordv1 "k8s.io/api/coordination/v1"
@@ -111,7 +112,7 @@ func (s *Simulator) register(ctx context.Context, n *node) error {
 }
 
 // adopt brings an existing Node of ours up to date: our labels and
-// taints, and a pod CIDR if it has none.
+// taints.
 func (s *Simulator) adopt(ctx context.Context, n *node) (*corev1.Node, error) {
 	nodes := s.opts.Client.CoreV1().Nodes()
 	old, err := nodes.Get(ctx, n.name, metav1.GetOptions{})
@@ -130,10 +131,6 @@ func (s *Simulator) adopt(ctx context.Context, n *node) (*corev1.Node, error) {
 			upd.Spec.Taints = append(upd.Spec.Taints, t)
 		}
 	}
-	if upd.Spec.PodCIDR == "" {
-		upd.Spec.PodCIDR = n.podCIDR.String()
-		upd.Spec.PodCIDRs = []string{upd.Spec.PodCIDR}
-	}
 	return nodes.Update(ctx, upd, metav1.UpdateOptions{})
 }
 
@@ -146,6 +143,10 @@ func hasTaint(ts []corev1.Taint, t corev1.Taint) bool {
 	return false
 }
 
+// setPodCIDR makes cidr (the Node's spec.podCIDR, which the cluster's
+// node IPAM assigns) where n's pods get their addresses, unless n has
+// given out an address already: pods keep theirs. An empty cidr changes
+// nothing.
 func (n *node) setPodCIDR(cidr string) error {
 	if cidr == "" {
 		return nil
@@ -156,6 +157,9 @@ func (n *node) setPodCIDR(cidr string) error {
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	if slices.Contains(n.usedIPs[:], true) {
+		return nil
+	}
 	n.podCIDR = p.Masked()
 	return nil
 }
@@ -175,13 +179,16 @@ func (s *Simulator) nodeLabels(n *node) map[string]string {
 }
 
 func (s *Simulator) nodeObject(n *node, now time.Time) *corev1.Node {
-	cidr := n.podCIDR.String()
+	// No spec.podCIDR: that is the cluster's node IPAM's to give (a
+	// controller manager refuses to start on Nodes whose pod CIDRs lie
+	// outside its --cluster-cidr). Until it gives one, pods get addresses
+	// from the node's own /24 of Options.PodCIDRRange.
 	return &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: n.name, Labels: s.nodeLabels(n),
 			Annotations: map[string]string{"node.alpha.kubernetes.io/ttl": "0"},
 		},
-		Spec:   corev1.NodeSpec{PodCIDR: cidr, PodCIDRs: []string{cidr}, Taints: append([]corev1.Taint(nil), s.opts.Taints...)},
+		Spec:   corev1.NodeSpec{Taints: append([]corev1.Taint(nil), s.opts.Taints...)},
 		Status: s.nodeStatus(n, now, nil),
 	}
 }

@@ -217,7 +217,14 @@ func (s *Simulator) nodeHandler() cache.ResourceEventHandler {
 			if !ok {
 				return
 			}
-			if n := s.nodes[o.Name]; n != nil && n.registered && !nodeLooksAlive(o) {
+			n := s.nodes[o.Name]
+			if n == nil {
+				return
+			}
+			if err := n.setPodCIDR(o.Spec.PodCIDR); err != nil {
+				s.opts.Logger.Warn().Err(err).Msg("a pod CIDR the simulator cannot use; its pods keep the simulator's")
+			}
+			if n.registered && !nodeLooksAlive(o) {
 				n.statusDirty.Store(true)
 				s.nodeQueue.Add(n.name)
 			}

@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
 
@@ -112,11 +113,15 @@ func Run(t *testing.T, cfg, admin *rest.Config, prefix string) {
 			if ip, err := netip.ParseAddr(addrs[corev1.NodeInternalIP]); err != nil || ip.As4()[0] != 10 || addrs[corev1.NodeHostName] != name {
 				t.Errorf("%s: addresses %v", name, n.Status.Addresses)
 			}
-			p, err := netip.ParsePrefix(n.Spec.PodCIDR)
-			if err != nil || p.Bits() != 24 || cidrs[n.Spec.PodCIDR] {
-				t.Errorf("%s: podCIDR %q (not a /24 of its own)", name, n.Spec.PodCIDR)
+			// spec.podCIDR is the cluster's node IPAM's to give: none
+			// where no controller manager runs, else a /24 of its own.
+			if n.Spec.PodCIDR != "" {
+				p, err := netip.ParsePrefix(n.Spec.PodCIDR)
+				if err != nil || p.Bits() != 24 || cidrs[n.Spec.PodCIDR] {
+					t.Errorf("%s: podCIDR %q (not a /24 of its own)", name, n.Spec.PodCIDR)
+				}
+				cidrs[n.Spec.PodCIDR] = true
 			}
-			cidrs[n.Spec.PodCIDR] = true
 			want := map[corev1.NodeConditionType]corev1.ConditionStatus{
 				corev1.NodeReady: corev1.ConditionTrue, corev1.NodeMemoryPressure: corev1.ConditionFalse,
 				corev1.NodeDiskPressure: corev1.ConditionFalse, corev1.NodePIDPressure: corev1.ConditionFalse,
@@ -164,10 +169,16 @@ func Run(t *testing.T, cfg, admin *rest.Config, prefix string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cidr := netip.MustParsePrefix(n.Spec.PodCIDR)
+		// The address comes from the node's spec.podCIDR once the cluster
+		// gave it one before the pod started, else from the simulator's
+		// own range.
+		ranges := []netip.Prefix{netip.MustParsePrefix(fake.DefaultPodCIDRRange)}
+		if n.Spec.PodCIDR != "" {
+			ranges = append(ranges, netip.MustParsePrefix(n.Spec.PodCIDR))
+		}
 		ip, err := netip.ParseAddr(got.Status.PodIP)
-		if err != nil || !cidr.Contains(ip) || len(got.Status.PodIPs) != 1 || got.Status.PodIPs[0].IP != got.Status.PodIP {
-			t.Errorf("podIP %q podIPs %v, want one from %s", got.Status.PodIP, got.Status.PodIPs, cidr)
+		if err != nil || !slices.ContainsFunc(ranges, func(r netip.Prefix) bool { return r.Contains(ip) }) || len(got.Status.PodIPs) != 1 || got.Status.PodIPs[0].IP != got.Status.PodIP {
+			t.Errorf("podIP %q podIPs %v, want one from %v", got.Status.PodIP, got.Status.PodIPs, ranges)
 		}
 		if got.Status.HostIP != n.Status.Addresses[0].Address || got.Status.StartTime == nil {
 			t.Errorf("hostIP %q (node %v), startTime %v", got.Status.HostIP, n.Status.Addresses, got.Status.StartTime)
