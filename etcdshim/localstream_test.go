@@ -2,14 +2,18 @@ package etcdshim_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/sqlkube/sqlkube/etcdshim"
+	"github.com/sqlkube/sqlkube/etcdshim/sqlstore"
 	"github.com/sqlkube/sqlkube/etcdshim/sqlstore/sqltest"
 )
 
@@ -102,6 +106,73 @@ func TestWatch_LocalStreamUnderLoad(t *testing.T) {
 			case <-deadline:
 				t.Fatalf("main watch stuck at revision %d while the store is at %d (no event for %v)", seen, last, waitFor)
 			}
+		}
+	})
+}
+
+// failingRevisions is a store whose Revisions fails while fail is set, as
+// when the database is unreachable for a moment.
+type failingRevisions struct {
+	*sqlstore.Store
+	fail atomic.Bool
+}
+
+func (f *failingRevisions) Revisions(ctx context.Context) (int64, int64, error) {
+	if f.fail.Load() {
+		return 0, 0, errors.New("datastore unreachable")
+	}
+	return f.Store.Revisions(ctx)
+}
+
+// TestWatch_CreateFailsCleanly: a watch that cannot start (here, the
+// store's revisions cannot be read) must be closed, not left open without
+// events, and the stream must go on. The in-process client is what the
+// apiserver's watch caches use; a watch left open would never be restarted.
+func TestWatch_CreateFailsCleanly(t *testing.T) {
+	sqltest.Run(t, func(t *testing.T, b sqltest.Backend) {
+		ts := startServer(t, b.NewDSN(t))
+		be := &failingRevisions{Store: ts.store}
+		srv := etcdshim.New(etcdshim.Options{Backend: be, Logger: zerolog.Nop()})
+		t.Cleanup(func() { srv.Stop(stopTimeout) })
+		c := srv.LocalClient()
+		t.Cleanup(func() { _ = c.Close() })
+		ctx := testCtx(t)
+
+		ok := c.Watch(ctx, "a/", clientv3.WithPrefix(), clientv3.WithCreatedNotify())
+		awaitCreated(t, ok)
+		be.fail.Store(true)
+		failed := c.Watch(ctx, "b/", clientv3.WithPrefix())
+		// clientv3 closes a cancelled watch's channel (a watch cancelled
+		// for a reason other than compaction carries no error to its
+		// caller), which is what makes the apiserver watch again.
+		deadline := time.After(waitFor)
+	wait:
+		for {
+			select {
+			case r, open := <-failed:
+				if !open {
+					break wait
+				}
+				if len(r.Events) > 0 {
+					t.Fatalf("failed watch delivered events %v", describe(r.Events))
+				}
+			case <-deadline:
+				t.Fatalf("a watch whose creation failed is still open after %v", waitFor)
+			}
+		}
+
+		// The stream goes on: the other watch still gets events, and a
+		// new watch starts once the store answers again.
+		be.fail.Store(false)
+		again := c.Watch(ctx, "b/", clientv3.WithPrefix(), clientv3.WithCreatedNotify())
+		awaitCreated(t, again)
+		mustPut(t, ts.client, "a/1", "x")
+		mustPut(t, ts.client, "b/1", "y")
+		if got := collect(t, ok, 1); string(got[0].Kv.Key) != "a/1" {
+			t.Errorf("first watch: got %v", describe(got))
+		}
+		if got := collect(t, again, 1); string(got[0].Kv.Key) != "b/1" {
+			t.Errorf("new watch: got %v", describe(got))
 		}
 	})
 }
