@@ -76,6 +76,25 @@ func (ws *watchServer) Watch(stream pb.Watch_WatchServer) error {
 	go func() { sendErr <- st.sendLoop(stream) }()
 	go st.progressLoop()
 
+	// Requests are read by one goroutine and handled by another, so
+	// reading never waits for handling. Handling may wait for the send
+	// queue (a create enqueues its Created response; a cancel waits for a
+	// watch that is delivering), and the send queue drains only while the
+	// client reads responses. A client that reads and sends from one loop
+	// (clientv3 does) is blocked in its send while the server does not read;
+	// over the in-process stream, which has no transport buffers, a server
+	// that handled requests where it read them would then never drain its
+	// send queue again: every watch on the stream stopped, silently.
+	reqs := newRequestQueue()
+	go func() {
+		for {
+			req, ok := reqs.pop(ctx)
+			if !ok {
+				return
+			}
+			st.handle(req)
+		}
+	}()
 	recvErr := make(chan error, 1)
 	go func() {
 		for {
@@ -84,7 +103,7 @@ func (ws *watchServer) Watch(stream pb.Watch_WatchServer) error {
 				recvErr <- err
 				return
 			}
-			st.handle(req)
+			reqs.push(req)
 		}
 	}()
 	select {
@@ -98,6 +117,57 @@ func (ws *watchServer) Watch(stream pb.Watch_WatchServer) error {
 	case <-ctx.Done():
 		// Server shutdown: end the stream cleanly.
 		return nil
+	}
+}
+
+// requestQueue holds a stream's requests between the goroutine that reads
+// them and the one that handles them, in order. It is unbounded: what it
+// holds is bounded by what the client sends, and a clientv3 client sends
+// one create at a time.
+type requestQueue struct {
+	mu    sync.Mutex // guards reqs
+	reqs  []*pb.WatchRequest
+	ready chan struct{} // holds a token while reqs is not empty
+}
+
+func newRequestQueue() *requestQueue {
+	return &requestQueue{ready: make(chan struct{}, 1)}
+}
+
+func (q *requestQueue) push(req *pb.WatchRequest) {
+	q.mu.Lock()
+	q.reqs = append(q.reqs, req)
+	q.mu.Unlock()
+	select {
+	case q.ready <- struct{}{}:
+	default:
+	}
+}
+
+// pop returns the oldest request, waiting for one; false once ctx ends.
+func (q *requestQueue) pop(ctx context.Context) (*pb.WatchRequest, bool) {
+	for {
+		q.mu.Lock()
+		if len(q.reqs) > 0 {
+			req := q.reqs[0]
+			q.reqs[0] = nil
+			q.reqs = q.reqs[1:]
+			more := len(q.reqs) > 0
+			q.mu.Unlock()
+			if more {
+				select {
+				case q.ready <- struct{}{}:
+				default:
+				}
+			}
+			return req, true
+		}
+		q.mu.Unlock()
+		select {
+		case <-q.ready:
+		case <-ctx.Done():
+			return nil, false
+		}
 	}
 }
 
