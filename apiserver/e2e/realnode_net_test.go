@@ -193,8 +193,13 @@ func TestRealNode_Network(t *testing.T) {
 
 	dataDir := filepath.Join(t.TempDir(), "data")
 	t.Cleanup(func() { unmountUnder(t, dataDir) })
+	// Cluster DNS on its default port (the port is the test's network
+	// namespace's own). The host's resolvers are out of the namespace's
+	// reach: other names go to a port where nothing listens, so that they
+	// fail at once (busybox's nslookup asks for the bare name too, and
+	// waits for every answer).
 	s := startCommandNetns(t, nsA, dataDir, "server", "--disable-node=false", "--node-name", "net-a", "--node-ip", ipA,
-		"--bind-address", ipA, "--kubelet-arg=--port="+strconv.Itoa(freePort(t)))
+		"--bind-address", ipA, "--kubelet-arg=--port="+strconv.Itoa(freePort(t)), "--cluster-dns-port", "10053", "--cluster-dns-upstream", "127.0.0.1:9")
 	t.Cleanup(func() { s.removeAllPods(t) })
 
 	join := strings.Fields(s.sqlkube(t, "token", "create", "--print-join-command"))
@@ -313,6 +318,75 @@ spec:
 	waitFor(t, 60*time.Second, "answers from every replica through the cluster IP", func() bool {
 		return strings.Join(answers("b1", clusterIP, "80", 30), " ") == strings.Join(replicas, " ")
 	})
+
+	// Acceptance 2 and 3 by name: pods on both nodes resolve through the
+	// kube-dns Service (10.96.0.10, reached through kube-proxy).
+	if ns := s.mustKubectl(t, k, "exec", "b1", "--", "cat", "/etc/resolv.conf"); !strings.Contains(ns, "nameserver 10.96.0.10") || !strings.Contains(ns, "default.svc.cluster.local") {
+		t.Fatalf("b1's resolv.conf names no cluster DNS:\n%s", ns)
+	}
+	kubernetesIP := s.mustKubectl(t, k, "get", "svc", "kubernetes", "-o", "jsonpath={.spec.clusterIP}")
+	for _, client := range []string{"a1", "b1"} {
+		// busybox's nslookup (1.35) asks for the name as given, without
+		// the search domains, so it gets the full name; the C library's
+		// resolver (ping's, nc's) completes a short one from resolv.conf.
+		var last string
+		t.Cleanup(func() {
+			if t.Failed() {
+				eps, _ := s.kubectl(t, k, "-n", "kube-system", "get", "endpointslices", "-o", "wide")
+				t.Logf("from %s: %s\nkube-system's EndpointSlices:\n%s", client, last, eps)
+			}
+		})
+		waitFor(t, 60*time.Second, "nslookup kubernetes.default.svc.cluster.local from "+client, func() bool {
+			out, err := s.kubectl(t, k, "exec", client, "--", "nslookup", "kubernetes.default.svc.cluster.local")
+			last = fmt.Sprint(out, err)
+			return strings.Contains(out, "Address: "+kubernetesIP)
+		})
+		// A cluster IP answers no ping: only the name's resolution counts.
+		out, _ := s.kubectl(t, k, "exec", client, "--", "ping", "-c", "1", "-W", "1", "kubernetes.default")
+		if !strings.Contains(out, "PING kubernetes.default ("+kubernetesIP+")") {
+			t.Errorf("from %s, kubernetes.default does not resolve to %s: %q", client, kubernetesIP, out)
+		}
+		waitFor(t, 30*time.Second, "answers from every replica through the name web from "+client, func() bool {
+			return strings.Join(answers(client, "web", "80", 30), " ") == strings.Join(replicas, " ")
+		})
+	}
+	s.mustKubectl(t, k, "apply", "-f", podManifest(t, `
+apiVersion: v1
+kind: Service
+metadata: {name: db}
+spec:
+  clusterIP: None
+  selector: {app: db}
+  ports: [{name: http, port: 8080}]
+---
+apiVersion: apps/v1
+kind: StatefulSet
+metadata: {name: db}
+spec:
+  serviceName: db
+  replicas: 2
+  selector: {matchLabels: {app: db}}
+  template:
+    metadata: {labels: {app: db}}
+    spec:
+      terminationGracePeriodSeconds: 1
+      containers:
+      - name: c
+        image: IMAGE
+        command: [sh, -c, `+strconv.Quote(webScript)+`]
+`))
+	s.mustKubectl(t, k, "rollout", "status", "statefulset/db", "--timeout=90s")
+	for _, pod := range []string{"db-0", "db-1"} {
+		ip := s.mustKubectl(t, k, "get", "pod", pod, "-o", "jsonpath={.status.podIP}")
+		name := pod + ".db.default.svc.cluster.local"
+		waitFor(t, 30*time.Second, name+" resolving to "+ip, func() bool {
+			out, _ := s.kubectl(t, k, "exec", "b1", "--", "nslookup", name)
+			return strings.Contains(out, "Address: "+ip)
+		})
+		if got := strings.TrimSpace(s.mustKubectl(t, k, "exec", "a1", "--", "sh", "-c", httpGetCmd(pod+".db", "8080", "/"))); got != pod {
+			t.Errorf("%s.db answered %q from a1", pod, got)
+		}
+	}
 
 	// A NodePort Service answers on both nodes' addresses.
 	s.mustKubectl(t, k, "expose", "deployment", "web", "--name=web-np", "--type=NodePort", "--port=80", "--target-port=8080")

@@ -63,7 +63,7 @@ func writeTestImage(t *testing.T) string {
 		t.Fatal(err)
 	}
 	files := []images.File{{Path: "/bin/busybox", Data: bb, Mode: 0o755}, {Path: "/tmp", Dir: true, Mode: 0o1777}}
-	for _, applet := range []string{"sh", "sleep", "cat", "echo", "httpd", "ls", "hostname", "tar", "true", "false", "mkdir", "wget", "head", "touch", "rm", "tr", "id", "chmod", "seq", "nc", "tail"} {
+	for _, applet := range []string{"sh", "sleep", "cat", "echo", "httpd", "ls", "hostname", "tar", "true", "false", "mkdir", "wget", "head", "touch", "rm", "tr", "id", "chmod", "seq", "nc", "tail", "nslookup", "ping"} {
 		files = append(files, images.File{Path: "/bin/" + applet, Link: "busybox"})
 	}
 	path := filepath.Join(t.TempDir(), "busybox.tar")
@@ -165,7 +165,7 @@ func (s *server) removeAllPods(t *testing.T) {
 		return
 	}
 	kubectl := kubectlPath(t)
-	_, _ = s.kubectl(t, kubectl, "delete", "deployments,pods", "--all", "--all-namespaces", "--grace-period=1", "--wait=false")
+	_, _ = s.kubectl(t, kubectl, "delete", "deployments,statefulsets,daemonsets,jobs,pods", "--all", "--all-namespaces", "--grace-period=1", "--wait=false")
 	// The kubelet removes a pod from the API once its containers are gone
 	// and its volumes unmounted.
 	deadline := time.Now().Add(90 * time.Second)
