@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -93,6 +94,7 @@ func Run(ctx context.Context, opts Options, lead func(ctx context.Context)) erro
 	for {
 		lock := &heldLock{Interface: lease}
 		done := make(chan struct{})
+		runCtx, stop := context.WithCancel(ctx)
 		le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 			Lock:            lock,
 			LeaseDuration:   opts.LeaseDuration,
@@ -103,6 +105,7 @@ func Run(ctx context.Context, opts Options, lead func(ctx context.Context)) erro
 			Callbacks: leaderelection.LeaderCallbacks{
 				OnStartedLeading: func(ctx context.Context) {
 					defer close(done)
+					go stepDownWhenStale(ctx, lock, opts.RenewDeadline, opts.RetryPeriod/4, stop)
 					if opts.OnLeading != nil {
 						opts.OnLeading(true)
 						defer opts.OnLeading(false)
@@ -113,12 +116,14 @@ func Run(ctx context.Context, opts Options, lead func(ctx context.Context)) erro
 			},
 		})
 		if err != nil {
+			stop()
 			return fmt.Errorf("election: %w", err)
 		}
 		// Run returns when ctx ends or the lease is lost, having cancelled
 		// lead's context; it started lead (in a goroutine) if and only if
 		// it wrote the lease as its holder.
-		le.Run(ctx)
+		le.Run(runCtx)
+		stop()
 		if lock.held.Load() {
 			<-done
 		}
@@ -131,11 +136,46 @@ func Run(ctx context.Context, opts Options, lead func(ctx context.Context)) erro
 	}
 }
 
+// stepDownWhenStale ends the term (stop) once the lease has gone
+// unrenewed for renewDeadline, checking every tick. client-go's elector
+// notices that too, but only when its renew loop runs again: a process
+// that was paused past its lease (SIGSTOP, a frozen VM) went on acting as
+// the leader for a second or more after it resumed, beside the candidate
+// that had taken the lease meanwhile. The monotonic clock counts the
+// pause, so the first tick after it ends the term.
+func stepDownWhenStale(ctx context.Context, lock *heldLock, renewDeadline, tick time.Duration, stop func()) {
+	t := time.NewTicker(max(tick, 10*time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if lock.sinceRenewed() > renewDeadline {
+				stop()
+				return
+			}
+		}
+	}
+}
+
 // heldLock records whether this candidate ever wrote the lease as its
-// holder, which client-go's elector does only on acquiring it.
+// holder, which client-go's elector does only on acquiring it, and when
+// it last did.
 type heldLock struct {
 	resourcelock.Interface
 	held atomic.Bool
+
+	mu      sync.Mutex
+	renewed time.Time // with its monotonic reading
+}
+
+// sinceRenewed is how long ago this candidate last wrote the lease as
+// its holder.
+func (l *heldLock) sinceRenewed() time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return time.Since(l.renewed)
 }
 
 func (l *heldLock) Create(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
@@ -153,5 +193,8 @@ func (l *heldLock) Update(ctx context.Context, ler resourcelock.LeaderElectionRe
 func (l *heldLock) record(ler resourcelock.LeaderElectionRecord, err error) {
 	if err == nil && ler.HolderIdentity == l.Identity() {
 		l.held.Store(true)
+		l.mu.Lock()
+		l.renewed = time.Now()
+		l.mu.Unlock()
 	}
 }
