@@ -3,6 +3,7 @@ package apiserver
 import (
 	"errors"
 	"net/http"
+	"strconv"
 
 	"github.com/labstack/echo/v4"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -21,6 +22,12 @@ func writeStatus(c echo.Context, err error) error {
 	s.Kind, s.APIVersion = "Status", "v1"
 	if s.Code == 0 {
 		s.Code = http.StatusInternalServerError
+	}
+	// As kube-apiserver does: a Status that says when to retry (a watch
+	// cache still initializing answers 429 with one) says it in the
+	// header too, where client-go looks, and retries.
+	if d := s.Details; d != nil && d.RetryAfterSeconds > 0 && (s.Code == http.StatusTooManyRequests || s.Code >= http.StatusInternalServerError) {
+		c.Response().Header().Set("Retry-After", strconv.Itoa(int(d.RetryAfterSeconds)))
 	}
 	c.Set(statusKey, s) // for the audit log
 	return writeObject(c, int(s.Code), &s, schema.GroupVersion{Version: "v1"})
