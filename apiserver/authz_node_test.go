@@ -102,12 +102,21 @@ func TestNodeAuthorizer(t *testing.T) {
 			_, err := n1.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=n2"})
 			return err
 		},
-		"get node n2": func() error { _, err := n1.CoreV1().Nodes().Get(ctx, "n2", metav1.GetOptions{}); return err },
 	}
 	for name, call := range forbidden {
 		if err := call(); !apierrors.IsForbidden(err) {
 			t.Errorf("n1 may not %s: %v, want 403", name, err)
 		}
+	}
+	// Unlike kube-apiserver's defaults, nodes may read every Node: the
+	// node agent routes to other nodes' pod CIDRs and runs kube-proxy
+	// with the node's credential (system:node-proxier is bound to
+	// system:nodes). Writing another Node stays forbidden.
+	if _, err := n1.CoreV1().Nodes().Get(ctx, "n2", metav1.GetOptions{}); err != nil {
+		t.Errorf("n1 reads node n2: %v, want it allowed (pod routes)", err)
+	}
+	if err := n1.CoreV1().Nodes().Delete(ctx, "n2", metav1.DeleteOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("n1 deletes node n2: %v, want 403", err)
 	}
 	// A user named like a node but outside system:nodes is not one: RBAC
 	// decides, and gives it nothing (bob has no bindings either).

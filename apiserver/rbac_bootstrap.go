@@ -3,7 +3,6 @@ package apiserver
 import (
 	"context"
 	"fmt"
-	"slices"
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -26,7 +25,6 @@ import (
 func reconcileRBAC(ctx context.Context, cs kubernetes.Interface) error {
 	rbac := cs.RbacV1()
 	roles := append(bootstrappolicy.ClusterRoles(), bootstrappolicy.ControllerRoles()...)
-	roles = append(roles, nodeProxierRole())
 	for i := range roles {
 		if err := reconcile(ctx, "clusterrole "+roles[i].Name, func() error {
 			_, err := (&reconciliation.ReconcileRoleOptions{
@@ -108,7 +106,8 @@ func reconcile(ctx context.Context, what string, run func() error) error {
 // client certificates (system:node-bootstrapper) and have node client
 // certificates approved automatically (nodeclient); nodes may renew their
 // own (selfnodeclient); and nodes' kube-proxy, which runs with the node's
-// credential, reads Services and EndpointSlices (sqlkube:node-proxier).
+// credential, reads Services and EndpointSlices, and their pod network
+// agent every Node for its routes (system:node-proxier, which has both).
 func nodeJoinBindings() []rbacv1.ClusterRoleBinding {
 	binding := func(name, role, kind, subject string) rbacv1.ClusterRoleBinding {
 		return rbacv1.ClusterRoleBinding{
@@ -125,29 +124,6 @@ func nodeJoinBindings() []rbacv1.ClusterRoleBinding {
 		binding("sqlkube:node-bootstrapper", "system:node-bootstrapper", rbacv1.GroupKind, bootstraptoken.DefaultGroup),
 		binding("sqlkube:node-autoapprove-bootstrap", "system:certificates.k8s.io:certificatesigningrequests:nodeclient", rbacv1.GroupKind, bootstraptoken.DefaultGroup),
 		binding("sqlkube:node-autoapprove-certificate-rotation", "system:certificates.k8s.io:certificatesigningrequests:selfnodeclient", rbacv1.GroupKind, "system:nodes"),
-		binding("sqlkube:node-proxier", "sqlkube:node-proxier", rbacv1.GroupKind, "system:nodes"),
+		binding("sqlkube:node-proxier", "system:node-proxier", rbacv1.GroupKind, "system:nodes"),
 	}
-}
-
-// nodeProxierRole is system:node-proxier (kube-proxy's role) without its
-// rule on nodes: bound to every node, that rule would let any node read
-// every Node, which the Node authorizer denies. kube-proxy reads only its
-// own Node, by name, which the Node authorizer allows.
-func nodeProxierRole() rbacv1.ClusterRole {
-	role := rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{
-		Name:        "sqlkube:node-proxier",
-		Labels:      map[string]string{"kubernetes.io/bootstrapping": "rbac-defaults"},
-		Annotations: map[string]string{rbacv1.AutoUpdateAnnotationKey: "true"},
-	}}
-	for _, r := range bootstrappolicy.ClusterRoles() {
-		if r.Name != "system:node-proxier" {
-			continue
-		}
-		for _, rule := range r.Rules {
-			if !slices.Contains(rule.Resources, "nodes") {
-				role.Rules = append(role.Rules, rule)
-			}
-		}
-	}
-	return role
 }
