@@ -31,6 +31,9 @@ type Backend interface {
 
 	// Revisions returns the current and the compacted revision.
 	Revisions(ctx context.Context) (current, compacted int64, err error)
+	// KnownRevisions returns the current and compacted revisions as this
+	// process last saw them, without asking the database.
+	KnownRevisions() (current, compacted int64)
 	Size(ctx context.Context) (int64, error)
 	Defragment(ctx context.Context) error
 }

@@ -110,28 +110,28 @@ func TestWatch_LocalStreamUnderLoad(t *testing.T) {
 	})
 }
 
-// failingRevisions is a store whose Revisions fails while fail is set, as
-// when the database is unreachable for a moment.
-type failingRevisions struct {
+// failingWatch is a store whose Watch fails while fail is set, as when
+// the database is unreachable for a moment.
+type failingWatch struct {
 	*sqlstore.Store
 	fail atomic.Bool
 }
 
-func (f *failingRevisions) Revisions(ctx context.Context) (int64, int64, error) {
+func (f *failingWatch) Watch(ctx context.Context, key, end []byte, startRev int64, deliver func(sqlstore.WatchBatch) error) (*sqlstore.Watch, error) {
 	if f.fail.Load() {
-		return 0, 0, errors.New("datastore unreachable")
+		return nil, errors.New("datastore unreachable")
 	}
-	return f.Store.Revisions(ctx)
+	return f.Store.Watch(ctx, key, end, startRev, deliver)
 }
 
 // TestWatch_CreateFailsCleanly: a watch that cannot start (here, the
-// store's revisions cannot be read) must be closed, not left open without
-// events, and the stream must go on. The in-process client is what the
-// apiserver's watch caches use; a watch left open would never be restarted.
+// store refuses it) must be closed, not left open without events, and the
+// stream must go on. The in-process client is what the apiserver's watch
+// caches use; a watch left open would never be restarted.
 func TestWatch_CreateFailsCleanly(t *testing.T) {
 	sqltest.Run(t, func(t *testing.T, b sqltest.Backend) {
 		ts := startServer(t, b.NewDSN(t))
-		be := &failingRevisions{Store: ts.store}
+		be := &failingWatch{Store: ts.store}
 		srv := etcdshim.New(etcdshim.Options{Backend: be, Logger: zerolog.Nop()})
 		t.Cleanup(func() { srv.Stop(stopTimeout) })
 		c := srv.LocalClient()

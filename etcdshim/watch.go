@@ -226,11 +226,10 @@ func (st *watchStream) handle(req *pb.WatchRequest) {
 
 func (st *watchStream) create(cr *pb.WatchCreateRequest) {
 	ctx := st.ctx
-	cur, compacted, err := st.s.be.Revisions(ctx)
-	if err != nil {
-		st.enqueue(&pb.WatchResponse{Header: st.s.header(0), WatchId: progressWatchID, Created: true, Canceled: true, CancelReason: err.Error()})
-		return
-	}
+	// The revisions this process knows, not a database read: a create that
+	// waited on the database would start its watch late, and etcd answers
+	// a create from memory.
+	cur, compacted := st.s.be.KnownRevisions()
 	sw := &streamWatch{id: cr.WatchId, progressNotify: cr.ProgressNotify, fragment: cr.Fragment, prevKV: cr.PrevKv}
 	for _, f := range cr.Filters {
 		switch f {
@@ -335,7 +334,7 @@ func (st *watchStream) cancelWatch(id int64) {
 	if sw.w != nil {
 		sw.w.Cancel()
 	}
-	cur, _, _ := st.s.be.Revisions(st.ctx)
+	cur, _ := st.s.be.KnownRevisions()
 	st.enqueue(&pb.WatchResponse{Header: st.s.header(cur), WatchId: id, Canceled: true})
 }
 

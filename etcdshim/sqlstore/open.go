@@ -99,15 +99,16 @@ func openSQLite(dsn string) (*conns, error) {
 	}
 	// WAL with synchronous=FULL: a commit is fsynced before it returns.
 	// auto_vacuum only takes effect on a new file, before the schema exists.
-	base := "file:" + (&url.URL{Path: path}).EscapedPath() +
-		"?_journal_mode=WAL&_synchronous=FULL&_busy_timeout=10000&_auto_vacuum=incremental&_cache_size=-32000&_stmt_cache_size=64"
+	file := "file:" + (&url.URL{Path: path}).EscapedPath() +
+		"?_synchronous=FULL&_busy_timeout=10000&_cache_size=-32000&_stmt_cache_size=64"
+	base := file + "&_journal_mode=WAL&_auto_vacuum=incremental"
 	write, err := sql.Open("sqlite3", base+"&_txlock=immediate")
 	if err != nil {
 		return nil, fmt.Errorf("sqlstore: open sqlite: %w", err)
 	}
 	write.SetMaxOpenConns(1)
 	write.SetConnMaxIdleTime(0)
-	read, err := sql.Open("sqlite3", base+"&_txlock=deferred")
+	read, err := sql.Open("sqlite3", file+"&_txlock=deferred")
 	if err != nil {
 		write.Close()
 		return nil, fmt.Errorf("sqlstore: open sqlite: %w", err)

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -74,6 +75,10 @@ type Store struct {
 	writeCh chan *writeReq
 	hub     *hub
 
+	// seenRev and seenCompacted are the highest current and compacted
+	// revisions this process has committed or read (see KnownRevisions).
+	seenRev, seenCompacted atomic.Int64
+
 	sqlMu   sync.RWMutex
 	sqlText map[string]string
 
@@ -113,6 +118,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("sqlstore: read revision: %w", err)
 	}
 	s.hub = newHub(rev, opts.WatchCacheSize)
+	s.saw(rev, compacted)
 	s.metrics.setRevisions(rev, compacted)
 	s.metrics.observeSize(s)
 	s.stopCtx, s.stop = context.WithCancel(context.Background())
@@ -208,7 +214,39 @@ func (s *Store) CurrentRevision(ctx context.Context) (int64, error) {
 
 // Revisions reads the current and the compacted revision.
 func (s *Store) Revisions(ctx context.Context) (current, compacted int64, err error) {
-	return s.revisions(ctx, s.c.read)
+	current, compacted, err = s.revisions(ctx, s.c.read)
+	if err == nil {
+		s.saw(current, compacted)
+	}
+	return current, compacted, err
+}
+
+// KnownRevisions returns, without a database round trip, the highest
+// current and compacted revisions this process has committed, read, or
+// followed from other instances' writes. They may trail the database by
+// what other instances committed since: a member's view, as an etcd
+// follower's is. Watches start from them, so creating one never waits on
+// the database (a watch that a busy connection pool delayed would miss the
+// head start callers expect).
+func (s *Store) KnownRevisions() (current, compacted int64) {
+	head, _ := s.hub.state()
+	return max(head, s.seenRev.Load()), s.seenCompacted.Load()
+}
+
+// saw records revisions committed or read by this process.
+func (s *Store) saw(current, compacted int64) {
+	for {
+		old := s.seenRev.Load()
+		if current <= old || s.seenRev.CompareAndSwap(old, current) {
+			break
+		}
+	}
+	for {
+		old := s.seenCompacted.Load()
+		if compacted <= old || s.seenCompacted.CompareAndSwap(old, compacted) {
+			break
+		}
+	}
 }
 
 // readTx runs fn in a read-only transaction that sees one snapshot.

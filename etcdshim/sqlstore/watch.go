@@ -185,10 +185,7 @@ type Watch struct {
 // ctx ends, deliver fails, or history it needs was compacted (Err says so).
 // A startRev at or below the compacted revision fails with ErrCompacted.
 func (s *Store) Watch(ctx context.Context, key, end []byte, startRev int64, deliver func(WatchBatch) error) (*Watch, error) {
-	cur, compacted, err := s.Revisions(ctx)
-	if err != nil {
-		return nil, err
-	}
+	cur, compacted := s.KnownRevisions()
 	if startRev <= 0 {
 		startRev = cur + 1
 	}

@@ -179,11 +179,12 @@ func (s *Store) applyBatch(batch []*writeReq) ([]writeResult, error) {
 	}
 	s.metrics.sqlDuration.WithLabelValues("write").Observe(time.Since(start).Seconds())
 	s.metrics.batchSize.Observe(float64(len(batch)))
+	if a.rev != first || a.compacted != compacted {
+		s.saw(a.rev, a.compacted)
+		s.metrics.setRevisions(a.rev, a.compacted)
+	}
 	if a.rev != first {
-		s.metrics.setRevisions(a.rev, a.compacted)
 		s.hub.publishLocal(first, a.rev, events)
-	} else if a.compacted != compacted {
-		s.metrics.setRevisions(a.rev, a.compacted)
 	}
 	return results, nil
 }
