@@ -2,15 +2,9 @@ package apiserver
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
-	"time"
 
-	"github.com/rs/zerolog"
-
-	"github.com/sqlkube/sqlkube/etcdshim"
-	"github.com/sqlkube/sqlkube/etcdshim/sqlstore"
-	"github.com/sqlkube/sqlkube/storage"
+	"github.com/sqlkube/sqlkube/internal/teststore"
 )
 
 // TestReservations_StaticBand: random cluster IPs come from above the
@@ -18,15 +12,7 @@ import (
 // asked for by number there (kube-dns's 10.0.0.10) stays free.
 func TestReservations_StaticBand(t *testing.T) {
 	ctx := context.Background()
-	be, err := sqlstore.Open(ctx, sqlstore.Options{DSN: "sqlite://" + filepath.Join(t.TempDir(), "state.db"), Logger: zerolog.Nop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = be.Close() })
-	srv := etcdshim.New(etcdshim.Options{Backend: be, Logger: zerolog.Nop()})
-	t.Cleanup(func() { srv.Stop(time.Second) })
-	client := storage.Local(srv)
-	t.Cleanup(func() { _ = client.Close() })
+	client := teststore.Local(t, t.TempDir())
 
 	r, err := newClusterIPs(client.Client, "10.0.0.0/24")
 	if err != nil {

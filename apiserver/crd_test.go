@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -27,9 +26,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/sqlkube/sqlkube/apiserver"
-	"github.com/sqlkube/sqlkube/etcdshim"
-	"github.com/sqlkube/sqlkube/etcdshim/sqlstore"
-	"github.com/sqlkube/sqlkube/storage"
+	"github.com/sqlkube/sqlkube/internal/teststore"
 )
 
 var widgetsGVR = schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "widgets"}
@@ -424,17 +421,10 @@ func TestCRD_TwoServersOneDatabase(t *testing.T) {
 // processes share a database.
 func newServerPair(t *testing.T) (*rest.Config, *rest.Config) {
 	t.Helper()
-	be, err := sqlstore.Open(context.Background(), sqlstore.Options{DSN: "sqlite://" + filepath.Join(t.TempDir(), "state.db"), Logger: zerolog.Nop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = be.Close() })
-	srv := etcdshim.New(etcdshim.Options{Backend: be, Logger: zerolog.Nop()})
-	t.Cleanup(func() { srv.Stop(time.Second) })
+	srv := teststore.Server(t, t.TempDir())
 	var cfgs []*rest.Config
 	for range 2 {
-		client := storage.Local(srv)
-		t.Cleanup(func() { _ = client.Close() })
+		client := teststore.Client(t, srv)
 		api, err := apiserver.New(apiserver.Config{Client: client, Logger: zerolog.Nop()})
 		if err != nil {
 			t.Fatal(err)

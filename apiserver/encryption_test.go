@@ -9,18 +9,14 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/rs/zerolog"
 	etcdkube "go.etcd.io/etcd/client/v3/kubernetes"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/sqlkube/sqlkube/apiserver"
-	"github.com/sqlkube/sqlkube/etcdshim"
-	"github.com/sqlkube/sqlkube/etcdshim/sqlstore"
-	"github.com/sqlkube/sqlkube/storage"
+	"github.com/sqlkube/sqlkube/internal/teststore"
 )
 
 // encryptionConfig writes an EncryptionConfiguration for secrets with the
@@ -43,16 +39,7 @@ func encryptionConfig(t *testing.T, keys ...string) string {
 // newStorageIn is newStorage on dir/state.db.
 func newStorageIn(t *testing.T, dir string) *etcdkube.Client {
 	t.Helper()
-	be, err := sqlstore.Open(context.Background(), sqlstore.Options{DSN: "sqlite://" + filepath.Join(dir, "state.db"), Logger: zerolog.Nop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = be.Close() })
-	srv := etcdshim.New(etcdshim.Options{Backend: be, Logger: zerolog.Nop()})
-	t.Cleanup(func() { srv.Stop(time.Second) })
-	client := storage.Local(srv)
-	t.Cleanup(func() { _ = client.Close() })
-	return client
+	return teststore.Local(t, dir)
 }
 
 // serveEncrypted starts an API server over client that encrypts as the

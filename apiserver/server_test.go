@@ -5,7 +5,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -23,9 +22,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/sqlkube/sqlkube/apiserver"
-	"github.com/sqlkube/sqlkube/etcdshim"
-	"github.com/sqlkube/sqlkube/etcdshim/sqlstore"
-	"github.com/sqlkube/sqlkube/storage"
+	"github.com/sqlkube/sqlkube/internal/teststore"
 )
 
 // newServer starts the API server on a fresh SQLite database, storage
@@ -55,17 +52,7 @@ func newServerWithStorage(t testing.TB) (*rest.Config, *etcdkube.Client) {
 // newStorage starts the etcd API in-process on a fresh SQLite database.
 func newStorage(t testing.TB) *etcdkube.Client {
 	t.Helper()
-	ctx := context.Background()
-	be, err := sqlstore.Open(ctx, sqlstore.Options{DSN: "sqlite://" + filepath.Join(t.TempDir(), "state.db"), Logger: zerolog.Nop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = be.Close() })
-	srv := etcdshim.New(etcdshim.Options{Backend: be, Logger: zerolog.Nop()})
-	t.Cleanup(func() { srv.Stop(time.Second) })
-	client := storage.Local(srv)
-	t.Cleanup(func() { _ = client.Close() })
-	return client
+	return teststore.Local(t, t.TempDir())
 }
 
 // serveAPI starts an API server over client (another one may share it,

@@ -4,13 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
 	"go.etcd.io/etcd/client/v3/kubernetes"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -29,8 +27,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	featuregatetesting "k8s.io/component-base/featuregate/testing"
 
-	"github.com/sqlkube/sqlkube/etcdshim"
-	"github.com/sqlkube/sqlkube/etcdshim/sqlstore"
+	"github.com/sqlkube/sqlkube/internal/teststore"
 	"github.com/sqlkube/sqlkube/storage"
 )
 
@@ -292,19 +289,10 @@ type benchEnv struct {
 // Everything is torn down when tb ends.
 func newBenchEnv(tb testing.TB, n int) *benchEnv {
 	tb.Helper()
-	ctx := context.Background()
 	// A background consistency check lists everything from both the cache
 	// and the store every 5-7.5 minutes; keep it out of the measurements.
 	featuregatetesting.SetFeatureGateDuringTest(tb, utilfeature.DefaultFeatureGate, features.DetectCacheInconsistency, false)
-	be, err := sqlstore.Open(ctx, sqlstore.Options{DSN: "sqlite://" + filepath.Join(tb.TempDir(), "state.db"), Logger: zerolog.Nop()})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { _ = be.Close() })
-	srv := etcdshim.New(etcdshim.Options{Backend: be, Logger: zerolog.Nop()})
-	tb.Cleanup(func() { srv.Stop(time.Second) })
-	client := storage.Local(srv)
-	tb.Cleanup(func() { _ = client.Close() })
+	client := teststore.Local(tb, tb.TempDir())
 	waitConsistentListFromCache(tb)
 
 	compactor := storage.NewCompactor(client, 0)

@@ -4,12 +4,10 @@ import (
 	"context"
 	"io"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -24,8 +22,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	featuregatetesting "k8s.io/component-base/featuregate/testing"
 
-	"github.com/sqlkube/sqlkube/etcdshim"
-	"github.com/sqlkube/sqlkube/etcdshim/sqlstore"
+	"github.com/sqlkube/sqlkube/internal/teststore"
 	"github.com/sqlkube/sqlkube/storage"
 )
 
@@ -108,16 +105,7 @@ func grep(text, sub string) string {
 // It is stopped when t ends.
 func newCachedPods(t *testing.T, indexLabels []string) *storage.Cached {
 	t.Helper()
-	ctx := context.Background()
-	be, err := sqlstore.Open(ctx, sqlstore.Options{DSN: "sqlite://" + filepath.Join(t.TempDir(), "state.db"), Logger: zerolog.Nop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { be.Close() })
-	srv := etcdshim.New(etcdshim.Options{Backend: be, Logger: zerolog.Nop()})
-	t.Cleanup(func() { srv.Stop(time.Second) })
-	client := storage.Local(srv)
-	t.Cleanup(func() { client.Close() })
+	client := teststore.Local(t, t.TempDir())
 	compactor := storage.NewCompactor(client, 0)
 	t.Cleanup(compactor.Stop)
 

@@ -42,27 +42,7 @@ func TestRealNode_ServiceBench(t *testing.T) {
 	t.Cleanup(func() { s.removeAllPods(t) })
 	s.waitKubectl(t, k, "True", "get", "node", "bench", "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
 	s.sqlkube(t, "images", "import", writeTestImage(t))
-	s.mustKubectl(t, k, "apply", "-f", podManifest(t, `
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: web}
-spec:
-  replicas: 3
-  selector: {matchLabels: {app: web}}
-  template:
-    metadata: {labels: {app: web}}
-    spec:
-      terminationGracePeriodSeconds: 1
-      containers:
-      - {name: c, image: IMAGE, command: [sh, -c, `+strconv.Quote(webScript)+`]}
----
-apiVersion: v1
-kind: Service
-metadata: {name: web}
-spec:
-  selector: {app: web}
-  ports: [{port: 80, targetPort: 8080}]
-`))
+	s.mustKubectl(t, k, "apply", "-f", podManifest(t, webDeployment))
 	s.mustKubectl(t, k, "rollout", "status", "deployment/web", "--timeout=90s")
 	podIP := strings.Fields(s.mustKubectl(t, k, "get", "pods", "-l", "app=web", "-o", "jsonpath={.items[*].status.podIP}"))[0]
 	clusterIP := s.mustKubectl(t, k, "get", "svc", "web", "-o", "jsonpath={.spec.clusterIP}")
