@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/klog/v2"
 	// leader_election_master_status on /metrics.
 	_ "k8s.io/component-base/metrics/prometheus/clientgo/leaderelection"
 )
@@ -105,6 +106,8 @@ func Run(ctx context.Context, opts Options, lead func(ctx context.Context)) erro
 			Callbacks: leaderelection.LeaderCallbacks{
 				OnStartedLeading: func(ctx context.Context) {
 					defer close(done)
+					t := &term{ctx: ctx, lock: lock, renewDeadline: opts.RenewDeadline, stop: stop}
+					defer terms.add(opts.Name, t)()
 					go stepDownWhenStale(ctx, lock, opts.RenewDeadline, opts.RetryPeriod/4, stop)
 					if opts.OnLeading != nil {
 						opts.OnLeading(true)
@@ -151,7 +154,8 @@ func stepDownWhenStale(ctx context.Context, lock *heldLock, renewDeadline, tick 
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if lock.sinceRenewed() > renewDeadline {
+			if since := lock.sinceRenewed(); since > renewDeadline {
+				klog.ErrorS(nil, "Stepping down: the lease went unrenewed past the renew deadline", "lease", lock.Describe(), "unrenewedFor", since)
 				stop()
 				return
 			}
@@ -161,13 +165,28 @@ func stepDownWhenStale(ctx context.Context, lock *heldLock, renewDeadline, tick 
 
 // heldLock records whether this candidate ever wrote the lease as its
 // holder, which client-go's elector does only on acquiring it, and when
-// it last did.
+// it last did. It also keeps client-go's release from clearing a lease
+// that another candidate holds.
 type heldLock struct {
 	resourcelock.Interface
 	held atomic.Bool
 
-	mu      sync.Mutex
-	renewed time.Time // with its monotonic reading
+	mu         sync.Mutex
+	renewed    time.Time // with its monotonic reading
+	lastHolder string    // the holder the last Get read
+}
+
+// errNotHolder refuses a release of a lease this candidate does not hold.
+var errNotHolder = errors.New("election: not releasing a lease another candidate holds")
+
+func (l *heldLock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
+	rec, raw, err := l.Interface.Get(ctx)
+	if err == nil {
+		l.mu.Lock()
+		l.lastHolder = rec.HolderIdentity
+		l.mu.Unlock()
+	}
+	return rec, raw, err
 }
 
 // sinceRenewed is how long ago this candidate last wrote the lease as
@@ -178,23 +197,47 @@ func (l *heldLock) sinceRenewed() time.Duration {
 	return time.Since(l.renewed)
 }
 
+// Create and Update count a successful write from when it was sent, not
+// when its answer came: the other candidates time the lease from the
+// write, and an answer can arrive late (the process was paused while it
+// was in flight), when the lease has long expired for everyone else.
 func (l *heldLock) Create(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
+	sent := time.Now()
 	err := l.Interface.Create(ctx, ler)
-	l.record(ler, err)
+	l.record(ler, err, sent)
 	return err
 }
 
+// Update refuses a release (an empty holder) unless the lease as last
+// read names this candidate. client-go's elector releases on stepping
+// down: it reads the lease, then writes an empty holder if its own,
+// possibly old, view says it leads. A candidate that was paused past its
+// lease would so clear the lease of the one that took over meanwhile,
+// and take it back at once (the write carries the fresh read's
+// resourceVersion, so nothing else stops it): two leaders until the
+// other's renew deadline ran out.
 func (l *heldLock) Update(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
+	if ler.HolderIdentity == "" {
+		l.mu.Lock()
+		holder := l.lastHolder
+		l.mu.Unlock()
+		if holder != l.Identity() {
+			return errNotHolder
+		}
+	}
+	sent := time.Now()
 	err := l.Interface.Update(ctx, ler)
-	l.record(ler, err)
+	l.record(ler, err, sent)
 	return err
 }
 
-func (l *heldLock) record(ler resourcelock.LeaderElectionRecord, err error) {
+func (l *heldLock) record(ler resourcelock.LeaderElectionRecord, err error, sent time.Time) {
 	if err == nil && ler.HolderIdentity == l.Identity() {
 		l.held.Store(true)
 		l.mu.Lock()
-		l.renewed = time.Now()
+		if sent.After(l.renewed) {
+			l.renewed = sent
+		}
 		l.mu.Unlock()
 	}
 }

@@ -129,14 +129,24 @@ func startCommandAt(t testing.TB, netns, workDir, dataDir string, args ...string
 	args = append(args, "--data-dir", dataDir, "--secure-port", "0", "--log-format", "json")
 	cmd := sqlkubeCommand(netns, args...)
 	cmd.Dir = workDir
+	if !filepath.IsAbs(dataDir) {
+		dataDir = filepath.Join(workDir, dataDir)
+	}
+	s := launch(t, cmd, dataDir)
+	t.Cleanup(func() { s.stop(t) })
+	return s
+}
+
+// launch starts cmd, a `sqlkube server` or `apiserver` whose data
+// directory is dataDir, and waits until it says where it serves the API.
+// A process that does not get there is killed, and the test fails.
+func launch(t testing.TB, cmd *exec.Cmd, dataDir string) *server {
+	t.Helper()
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !filepath.IsAbs(dataDir) {
-		dataDir = filepath.Join(workDir, dataDir)
-	}
-	s := &server{dataDir: dataDir, cmd: cmd, stderr: &bytes.Buffer{}, done: make(chan error, 1)}
+	s := &server{dataDir: dataDir, kubeconfig: filepath.Join(dataDir, "kubeconfig"), cmd: cmd, stderr: &bytes.Buffer{}, done: make(chan error, 1)}
 	cmd.Stderr = &lockedWriter{w: s.stderr}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -152,16 +162,17 @@ func startCommandAt(t testing.TB, netns, workDir, dataDir string, args ...string
 		_, _ = io.Copy(io.Discard, stdout)
 	}()
 	go func() { s.done <- cmd.Wait() }()
-	t.Cleanup(func() { s.stop(t) })
 	select {
 	case s.url = <-urls:
+		return s
 	case err := <-s.done:
-		t.Fatalf("sqlkube server exited: %v\n%s", err, s.stderr)
+		t.Fatalf("%s exited at start: %v\n%s", cmd.Args, err, s.stderr)
 	case <-time.After(startTimeout):
-		t.Fatalf("sqlkube server did not start within %v\n%s", startTimeout, s.stderr)
+		_ = cmd.Process.Kill()
+		<-s.done
+		t.Fatalf("%s did not start within %v\n%s", cmd.Args, startTimeout, s.stderr)
 	}
-	s.kubeconfig = filepath.Join(dataDir, "kubeconfig")
-	return s
+	return nil
 }
 
 // sqlkubeCommand runs sqlkube in the network namespace netns ("": the
