@@ -286,7 +286,8 @@ func leaders(ctx context.Context, servers []*faultServer, clients func(i int) ku
 // acknowledged write is there, every watcher's view equals the final
 // list with no event out of order or repeated, no two servers ever said
 // they led the same lease at once, every server is ready with nobody's
-// help, and the kubernetes Service lists exactly the live servers.
+// help, and the kubernetes Service lists exactly the live servers, and
+// no longer a server that stopped.
 //
 // make test runs it short (about 20 s of faults; SQLKUBE_TEST_HA unset
 // or "short"); SQLKUBE_TEST_HA=full (make test-ha) runs a minute of
@@ -530,7 +531,8 @@ func TestHA_Faults(t *testing.T) {
 	}
 	slices.Sort(want)
 	var got []string
-	until(t, commandTimeout, "the kubernetes endpoints to list the live servers", func() (bool, error) {
+	// listsWant reads the kubernetes Endpoints into got and compares.
+	listsWant := func() (bool, error) {
 		ep, err := clientsets[0].CoreV1().Endpoints("default").Get(ctx, "kubernetes", metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -543,7 +545,14 @@ func TestHA_Faults(t *testing.T) {
 		}
 		slices.Sort(got)
 		return slices.Equal(got, want), nil
-	})
+	}
+	until(t, commandTimeout, "the kubernetes endpoints to list the live servers", listsWant)
+	// A server that stops leaves it: its lease key is revoked, and the
+	// next reconcile of another server drops its address.
+	last := servers[len(servers)-1]
+	last.current().stop(t)
+	want = slices.DeleteFunc(want, func(a string) bool { return a == last.advertise })
+	until(t, commandTimeout, "the kubernetes endpoints to drop the stopped server", listsWant)
 
 	events := 0
 	for _, w := range watchers {
