@@ -18,7 +18,6 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
-	"k8s.io/klog/v2"
 	// leader_election_master_status on /metrics.
 	_ "k8s.io/component-base/metrics/prometheus/clientgo/leaderelection"
 )
@@ -108,7 +107,7 @@ func Run(ctx context.Context, opts Options, lead func(ctx context.Context)) erro
 					defer close(done)
 					t := &term{ctx: ctx, lock: lock, renewDeadline: opts.RenewDeadline, stop: stop}
 					defer terms.add(opts.Name, t)()
-					go stepDownWhenStale(ctx, lock, opts.RenewDeadline, opts.RetryPeriod/4, stop)
+					go stepDownWhenStale(t, opts.RetryPeriod/4)
 					if opts.OnLeading != nil {
 						opts.OnLeading(true)
 						defer opts.OnLeading(false)
@@ -139,24 +138,22 @@ func Run(ctx context.Context, opts Options, lead func(ctx context.Context)) erro
 	}
 }
 
-// stepDownWhenStale ends the term (stop) once the lease has gone
-// unrenewed for renewDeadline, checking every tick. client-go's elector
+// stepDownWhenStale ends the term once it is no longer active (its lease
+// unrenewed for the renew deadline; see term.active), checking every tick. client-go's elector
 // notices that too, but only when its renew loop runs again: a process
 // that was paused past its lease (SIGSTOP, a frozen VM) went on acting as
 // the leader for a second or more after it resumed, beside the candidate
 // that had taken the lease meanwhile. The monotonic clock counts the
 // pause, so the first tick after it ends the term.
-func stepDownWhenStale(ctx context.Context, lock *heldLock, renewDeadline, tick time.Duration, stop func()) {
-	t := time.NewTicker(max(tick, 10*time.Millisecond))
-	defer t.Stop()
+func stepDownWhenStale(t *term, tick time.Duration) {
+	tk := time.NewTicker(max(tick, 10*time.Millisecond))
+	defer tk.Stop()
 	for {
 		select {
-		case <-ctx.Done():
+		case <-t.ctx.Done():
 			return
-		case <-t.C:
-			if since := lock.sinceRenewed(); since > renewDeadline {
-				klog.ErrorS(nil, "Stepping down: the lease went unrenewed past the renew deadline", "lease", lock.Describe(), "unrenewedFor", since)
-				stop()
+		case <-tk.C:
+			if !t.active() {
 				return
 			}
 		}

@@ -16,7 +16,9 @@ func TestStepDownWhenStale(t *testing.T) {
 	stale := &heldLock{Interface: &recordLock{}}
 	stale.renewed = time.Now().Add(-time.Minute)
 	stopped := make(chan struct{})
-	go stepDownWhenStale(context.Background(), stale, 10*time.Second, 10*time.Millisecond, func() { close(stopped) })
+	staleCtx, staleStop := context.WithCancel(context.Background())
+	defer staleStop()
+	go stepDownWhenStale(&term{ctx: staleCtx, lock: stale, renewDeadline: 10 * time.Second, stop: func() { close(stopped); staleStop() }}, 10*time.Millisecond)
 	select {
 	case <-stopped:
 	case <-time.After(5 * time.Second):
@@ -28,7 +30,7 @@ func TestStepDownWhenStale(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	var calls atomic.Int32
-	stepDownWhenStale(ctx, fresh, 10*time.Second, 10*time.Millisecond, func() { calls.Add(1) })
+	stepDownWhenStale(&term{ctx: ctx, lock: fresh, renewDeadline: 10 * time.Second, stop: func() { calls.Add(1) }}, 10*time.Millisecond)
 	if calls.Load() != 0 {
 		t.Fatal("a lease renewed just now ended the term")
 	}
