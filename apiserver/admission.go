@@ -148,9 +148,9 @@ func newAdmissionObjects(resources []*Resource) admission.ObjectInterfaces {
 			equivalents.RegisterKindFor(gvr, "scale", autoscalingv1.SchemeGroupVersion.WithKind("Scale"))
 		}
 	}
-	scheme := legacyscheme.Scheme
+	ls := legacyscheme.Scheme
 	return &admission.RuntimeObjectInterfaces{
-		ObjectCreater: scheme, ObjectTyper: scheme, ObjectDefaulter: scheme, ObjectConvertor: scheme,
+		ObjectCreater: ls, ObjectTyper: ls, ObjectDefaulter: ls, ObjectConvertor: ls,
 		EquivalentResourceMapper: equivalents,
 	}
 }

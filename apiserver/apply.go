@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/sqlkube/sqlkube/apiserver/scheme"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -48,7 +49,7 @@ func (f *fieldManagers) get(r *Resource, subresource string) (*managedfields.Fie
 	if fm, ok := f.byKey[key]; ok {
 		return fm, nil
 	}
-	fm, err := managedfields.NewDefaultFieldManager(f.converter, Scheme, Scheme, Scheme, r.GVK, r.GroupVersion(), subresource, nil)
+	fm, err := managedfields.NewDefaultFieldManager(f.converter, scheme.Scheme, scheme.Scheme, scheme.Scheme, r.GVK, r.GroupVersion(), subresource, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -103,7 +104,7 @@ func (h *handler) serverSideApply() error {
 		return h.fail(err)
 	}
 	var opts metav1.PatchOptions
-	if err := parameterCodec.DecodeParameters(req.URL.Query(), metaGV, &opts); err != nil {
+	if err := scheme.ParameterCodec.DecodeParameters(req.URL.Query(), metaGV, &opts); err != nil {
 		return h.fail(apierrors.NewBadRequest(err.Error()))
 	}
 	if errs := metav1validation.ValidatePatchOptions(&opts, types.ApplyYAMLPatchType); len(errs) > 0 {

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/sqlkube/sqlkube/apiserver/scheme"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -30,7 +31,7 @@ func (h *handler) applyFieldValidation(body []byte, applied *unstructured.Unstru
 	if err != nil {
 		return apierrors.NewBadRequest("the apply configuration cannot be encoded as JSON: " + err.Error())
 	}
-	if info, ok := runtime.SerializerInfoForMediaType(Codecs.SupportedMediaTypes(), runtime.ContentTypeJSON); ok && info.StrictSerializer != nil {
+	if info, ok := runtime.SerializerInfoForMediaType(scheme.Codecs.SupportedMediaTypes(), runtime.ContentTypeJSON); ok && info.StrictSerializer != nil {
 		_, _, err := info.StrictSerializer.Decode(js, &h.r.GVK, h.r.New())
 		if strict, ok := runtime.AsStrictDecodingError(err); ok {
 			for _, e := range strict.Errors() {

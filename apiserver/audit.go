@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
+	"github.com/sqlkube/sqlkube/apiserver/scheme"
 	authnv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -217,7 +218,7 @@ func auditJSON(body []byte, contentType string) *runtime.Unknown {
 	case runtime.ContentTypeJSON, string(types.JSONPatchType), string(types.MergePatchType), string(types.StrategicMergePatchType), string(types.ApplyPatchType):
 		return &runtime.Unknown{Raw: body, ContentType: runtime.ContentTypeJSON}
 	case runtime.ContentTypeProtobuf:
-		obj, _, err := Codecs.UniversalDeserializer().Decode(body, nil, nil)
+		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(body, nil, nil)
 		if err != nil {
 			return nil
 		}

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/sqlkube/sqlkube/apiserver/scheme"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -27,7 +28,7 @@ var bindingGVK = corev1.SchemeGroupVersion.WithKind("Binding")
 // It answers a Status with code 201, as kube-apiserver does.
 func (h *handler) bind() error {
 	var opts metav1.CreateOptions
-	if err := parameterCodec.DecodeParameters(h.c.Request().URL.Query(), metaGV, &opts); err != nil {
+	if err := scheme.ParameterCodec.DecodeParameters(h.c.Request().URL.Query(), metaGV, &opts); err != nil {
 		return h.fail(apierrors.NewBadRequest(err.Error()))
 	}
 	obj, err := h.decodeAs(bindingGVK)

@@ -2,6 +2,7 @@ package apiserver
 
 import (
 	"github.com/labstack/echo/v4"
+	"github.com/sqlkube/sqlkube/apiserver/scheme"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -74,9 +75,9 @@ func (transforms) AllowsStreamSchema(s string) bool { return s == "watch" }
 // negotiate picks the response encoding from the Accept header (JSON when
 // nothing acceptable is offered, as kube-apiserver does for errors).
 func negotiate(c echo.Context) (negotiation.MediaTypeOptions, runtime.SerializerInfo) {
-	opts, info, err := negotiation.NegotiateOutputMediaType(c.Request(), Codecs, transforms{})
+	opts, info, err := negotiation.NegotiateOutputMediaType(c.Request(), scheme.Codecs, transforms{})
 	if err != nil {
-		info, _ = runtime.SerializerInfoForMediaType(Codecs.SupportedMediaTypes(), runtime.ContentTypeJSON)
+		info, _ = runtime.SerializerInfoForMediaType(scheme.Codecs.SupportedMediaTypes(), runtime.ContentTypeJSON)
 		return negotiation.MediaTypeOptions{}, info
 	}
 	return opts, info
@@ -89,12 +90,12 @@ func writeObject(c echo.Context, code int, obj runtime.Object, gv schema.GroupVe
 }
 
 func encodeWith(c echo.Context, code int, obj runtime.Object, gv schema.GroupVersion, info runtime.SerializerInfo) error {
-	enc := Codecs.EncoderForVersion(info.Serializer, gv)
+	enc := scheme.Codecs.EncoderForVersion(info.Serializer, gv)
 	if _, ok := obj.(runtime.Unstructured); ok {
 		// Custom resources (and their lists) are written as they are, in
 		// JSON or YAML: they have no protobuf encoding.
 		if info.MediaType != runtime.ContentTypeJSON && info.MediaType != runtime.ContentTypeYAML {
-			info, _ = runtime.SerializerInfoForMediaType(Codecs.SupportedMediaTypes(), runtime.ContentTypeJSON)
+			info, _ = runtime.SerializerInfoForMediaType(scheme.Codecs.SupportedMediaTypes(), runtime.ContentTypeJSON)
 		}
 		enc = info.Serializer
 	}

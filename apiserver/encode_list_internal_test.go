@@ -6,6 +6,7 @@ import (
 	"io"
 	"testing"
 
+	"github.com/sqlkube/sqlkube/apiserver/scheme"
 	corev1 "k8s.io/api/core/v1"
 	apiresource "k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -34,9 +35,9 @@ func testPods(n int) *corev1.PodList {
 // codecJSON is the list as the codec writes it.
 func codecJSON(t *testing.T, list runtime.Object) []byte {
 	t.Helper()
-	info, _ := runtime.SerializerInfoForMediaType(Codecs.SupportedMediaTypes(), runtime.ContentTypeJSON)
+	info, _ := runtime.SerializerInfoForMediaType(scheme.Codecs.SupportedMediaTypes(), runtime.ContentTypeJSON)
 	var buf bytes.Buffer
-	if err := Codecs.EncoderForVersion(info.Serializer, corev1.SchemeGroupVersion).Encode(list.DeepCopyObject(), &buf); err != nil {
+	if err := scheme.Codecs.EncoderForVersion(info.Serializer, corev1.SchemeGroupVersion).Encode(list.DeepCopyObject(), &buf); err != nil {
 		t.Fatal(err)
 	}
 	return buf.Bytes()

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/sqlkube/sqlkube/apiserver/scheme"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	policyv1beta1 "k8s.io/api/policy/v1beta1"
@@ -49,7 +50,7 @@ var pdbGVR = policyv1.SchemeGroupVersion.WithResource("poddisruptionbudgets")
 // answer is a Status with code 201.
 func (h *handler) evict() error {
 	var opts metav1.CreateOptions
-	if err := parameterCodec.DecodeParameters(h.c.Request().URL.Query(), metaGV, &opts); err != nil {
+	if err := scheme.ParameterCodec.DecodeParameters(h.c.Request().URL.Query(), metaGV, &opts); err != nil {
 		return h.fail(apierrors.NewBadRequest(err.Error()))
 	}
 	obj, err := h.decodeAs(policyv1.SchemeGroupVersion.WithKind("Eviction"), policyv1beta1.SchemeGroupVersion.WithKind("Eviction"))

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/labstack/echo/v4"
+	"github.com/sqlkube/sqlkube/apiserver/scheme"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apiserver/pkg/authentication/user"
@@ -50,7 +51,7 @@ func (s *Server) impersonate(next echo.HandlerFunc) echo.HandlerFunc {
 			c.SetRequest(r)
 			nextErr = next(c)
 		})
-		filters.WithImpersonation(inner, s.authz, Codecs).ServeHTTP(c.Response(), req)
+		filters.WithImpersonation(inner, s.authz, scheme.Codecs).ServeHTTP(c.Response(), req)
 		return nextErr
 	}
 }

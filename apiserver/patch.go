@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 
 	"github.com/labstack/echo/v4"
+	"github.com/sqlkube/sqlkube/apiserver/scheme"
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -80,7 +81,7 @@ func (h *handler) patch() error {
 	}
 
 	var opts metav1.PatchOptions
-	if err := parameterCodec.DecodeParameters(req.URL.Query(), metaGV, &opts); err != nil {
+	if err := scheme.ParameterCodec.DecodeParameters(req.URL.Query(), metaGV, &opts); err != nil {
 		return h.fail(apierrors.NewBadRequest(err.Error()))
 	}
 	// Invalid options (a dryRun other than All, force on a non-apply
@@ -230,7 +231,7 @@ func (p *patcher) apply(existing runtime.Object) (runtime.Object, error) {
 		return nil, apierrors.NewInternalError(fmt.Errorf("unhandled patch type %q", p.patchType))
 	}
 
-	info, ok := runtime.SerializerInfoForMediaType(Codecs.SupportedMediaTypes(), runtime.ContentTypeJSON)
+	info, ok := runtime.SerializerInfoForMediaType(scheme.Codecs.SupportedMediaTypes(), runtime.ContentTypeJSON)
 	if !ok {
 		return nil, apierrors.NewInternalError(errors.New("no JSON serializer"))
 	}

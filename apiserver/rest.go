@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
+	"github.com/sqlkube/sqlkube/apiserver/scheme"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/validation/path"
@@ -203,7 +204,7 @@ func (h *handler) fail(err error) error {
 
 func (h *handler) get() error {
 	var opts metav1.GetOptions
-	if err := parameterCodec.DecodeParameters(h.c.Request().URL.Query(), metaGV, &opts); err != nil {
+	if err := scheme.ParameterCodec.DecodeParameters(h.c.Request().URL.Query(), metaGV, &opts); err != nil {
 		return h.fail(apierrors.NewBadRequest(err.Error()))
 	}
 	obj := h.r.New()
@@ -216,7 +217,7 @@ func (h *handler) get() error {
 // listOptions decodes and checks a list or watch request's options.
 func (h *handler) listOptions() (metav1.ListOptions, k8sstorage.SelectionPredicate, error) {
 	var opts metav1.ListOptions
-	if err := parameterCodec.DecodeParameters(h.c.Request().URL.Query(), metaGV, &opts); err != nil {
+	if err := scheme.ParameterCodec.DecodeParameters(h.c.Request().URL.Query(), metaGV, &opts); err != nil {
 		return opts, k8sstorage.SelectionPredicate{}, apierrors.NewBadRequest(err.Error())
 	}
 	label, err := labels.Parse(opts.LabelSelector)
@@ -296,7 +297,7 @@ func (h *handler) decodeBody() (runtime.Object, error) {
 	if mediaType == "" {
 		mediaType = runtime.ContentTypeJSON
 	}
-	info, ok := runtime.SerializerInfoForMediaType(Codecs.SupportedMediaTypes(), strings.TrimSpace(strings.Split(mediaType, ";")[0]))
+	info, ok := runtime.SerializerInfoForMediaType(scheme.Codecs.SupportedMediaTypes(), strings.TrimSpace(strings.Split(mediaType, ";")[0]))
 	if h.r.Custom != nil && info.MediaType == runtime.ContentTypeProtobuf {
 		ok = false // custom resources have no protobuf encoding
 	}
@@ -307,7 +308,7 @@ func (h *handler) decodeBody() (runtime.Object, error) {
 		}}
 	}
 	obj := h.r.New()
-	decoder := Codecs.DecoderToVersion(h.bodySerializer(info), h.r.GroupVersion())
+	decoder := scheme.Codecs.DecoderToVersion(h.bodySerializer(info), h.r.GroupVersion())
 	out, gvk, err := decoder.Decode(body, &h.r.GVK, obj)
 	if strict, ok := runtime.AsStrictDecodingError(err); ok && out != nil {
 		// Unknown or duplicate fields: fieldvalidation.go.
@@ -332,7 +333,7 @@ func (h *handler) decodeBody() (runtime.Object, error) {
 
 func (h *handler) create() error {
 	var opts metav1.CreateOptions
-	if err := parameterCodec.DecodeParameters(h.c.Request().URL.Query(), metaGV, &opts); err != nil {
+	if err := scheme.ParameterCodec.DecodeParameters(h.c.Request().URL.Query(), metaGV, &opts); err != nil {
 		return h.fail(apierrors.NewBadRequest(err.Error()))
 	}
 	if errs := metav1validation.ValidateCreateOptions(&opts); len(errs) > 0 {
@@ -391,7 +392,7 @@ func (h *handler) create() error {
 
 func (h *handler) update() error {
 	var opts metav1.UpdateOptions
-	if err := parameterCodec.DecodeParameters(h.c.Request().URL.Query(), metaGV, &opts); err != nil {
+	if err := scheme.ParameterCodec.DecodeParameters(h.c.Request().URL.Query(), metaGV, &opts); err != nil {
 		return h.fail(apierrors.NewBadRequest(err.Error()))
 	}
 	if errs := metav1validation.ValidateUpdateOptions(&opts); len(errs) > 0 {
@@ -615,9 +616,9 @@ func (h *handler) decodeDeleteOptions(opts *metav1.DeleteOptions) error {
 		return err
 	}
 	if len(strings.TrimSpace(string(body))) > 0 {
-		if _, _, err := Codecs.UniversalDecoder(metav1.SchemeGroupVersion).Decode(body, nil, opts); err != nil {
+		if _, _, err := scheme.Codecs.UniversalDecoder(metav1.SchemeGroupVersion).Decode(body, nil, opts); err != nil {
 			// Older clients send DeleteOptions without a kind.
-			if err := runtime.DecodeInto(Codecs.UniversalDecoder(), body, opts); err != nil {
+			if err := runtime.DecodeInto(scheme.Codecs.UniversalDecoder(), body, opts); err != nil {
 				return apierrors.NewBadRequest("invalid DeleteOptions: " + err.Error())
 			}
 		}
@@ -625,7 +626,7 @@ func (h *handler) decodeDeleteOptions(opts *metav1.DeleteOptions) error {
 	}
 	// Only without a body, as kube-apiserver: decoding the query would
 	// reset what the body set (dryRun, say).
-	if err := parameterCodec.DecodeParameters(req.URL.Query(), metaGV, opts); err != nil {
+	if err := scheme.ParameterCodec.DecodeParameters(req.URL.Query(), metaGV, opts); err != nil {
 		return apierrors.NewBadRequest(err.Error())
 	}
 	return nil
@@ -634,7 +635,7 @@ func (h *handler) decodeDeleteOptions(opts *metav1.DeleteOptions) error {
 // supportedMediaTypes lists the encodings request bodies may use.
 func supportedMediaTypes() []string {
 	var out []string
-	for _, info := range Codecs.SupportedMediaTypes() {
+	for _, info := range scheme.Codecs.SupportedMediaTypes() {
 		out = append(out, info.MediaType)
 	}
 	return out

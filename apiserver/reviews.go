@@ -3,6 +3,7 @@ package apiserver
 import (
 	"net/http"
 
+	"github.com/sqlkube/sqlkube/apiserver/scheme"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -73,7 +74,7 @@ func (h *handler) serveCreateOnly() error {
 // dry run answers too: nothing is stored either way.
 func (h *handler) createReview(st rest.Creater) error {
 	var opts metav1.CreateOptions
-	if err := parameterCodec.DecodeParameters(h.c.Request().URL.Query(), metaGV, &opts); err != nil {
+	if err := scheme.ParameterCodec.DecodeParameters(h.c.Request().URL.Query(), metaGV, &opts); err != nil {
 		return h.fail(apierrors.NewBadRequest(err.Error()))
 	}
 	if errs := metav1validation.ValidateCreateOptions(&opts); len(errs) > 0 {

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"reflect"
 
+	"github.com/sqlkube/sqlkube/apiserver/scheme"
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -68,7 +69,7 @@ func (h *handler) scale() error {
 func (h *handler) wantedScale(cur *autoscalingv1.Scale, body []byte, patchType types.PatchType) (*autoscalingv1.Scale, error) {
 	if patchType == "" {
 		want := &autoscalingv1.Scale{}
-		if err := runtime.DecodeInto(Codecs.UniversalDecoder(autoscalingGV), body, want); err != nil {
+		if err := runtime.DecodeInto(scheme.Codecs.UniversalDecoder(autoscalingGV), body, want); err != nil {
 			return nil, apierrors.NewBadRequest("invalid Scale: " + err.Error())
 		}
 		return want, nil

@@ -26,6 +26,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/sqlkube/sqlkube/apiserver/openapi"
+	"github.com/sqlkube/sqlkube/apiserver/scheme"
 	sqlstorage "github.com/sqlkube/sqlkube/storage"
 )
 
@@ -318,7 +319,7 @@ func (s *Server) openStorage(r *Resource) (st k8sstorage.Interface, stop func(),
 		mediaType = runtime.ContentTypeJSON
 	}
 	codec, _, err := storage.NewStorageCodec(storage.StorageCodecConfig{
-		StorageMediaType: mediaType, StorageSerializer: Codecs,
+		StorageMediaType: mediaType, StorageSerializer: scheme.Codecs,
 		StorageVersion: r.GroupVersion(), MemoryVersion: r.GroupVersion(),
 	})
 	if r.StorageVersion != nil {

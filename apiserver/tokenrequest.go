@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/sqlkube/sqlkube/apiserver/scheme"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -39,7 +40,7 @@ func (h *handler) createToken() error {
 		return h.fail(apierrors.NewNotFound(schema.GroupResource{Resource: "serviceaccounts/token"}, h.info.Name))
 	}
 	var opts metav1.CreateOptions
-	if err := parameterCodec.DecodeParameters(h.c.Request().URL.Query(), metaGV, &opts); err != nil {
+	if err := scheme.ParameterCodec.DecodeParameters(h.c.Request().URL.Query(), metaGV, &opts); err != nil {
 		return h.fail(apierrors.NewBadRequest(err.Error()))
 	}
 	obj, err := h.decodeAs(tokenRequestGVK)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
+	"github.com/sqlkube/sqlkube/apiserver/scheme"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -86,18 +87,18 @@ type watchEncoding struct {
 func (h *handler) newWatchEncoding() watchEncoding {
 	mediaOpts, info := negotiate(h.c)
 	if info.StreamSerializer == nil {
-		info, _ = runtime.SerializerInfoForMediaType(Codecs.SupportedMediaTypes(), runtime.ContentTypeJSON)
+		info, _ = runtime.SerializerInfoForMediaType(scheme.Codecs.SupportedMediaTypes(), runtime.ContentTypeJSON)
 	}
 	e := watchEncoding{info: info, mediaOpts: mediaOpts, asTable: mediaOpts.Convert != nil && mediaOpts.Convert.Kind == "Table"}
-	e.obj = Codecs.EncoderForVersion(info.Serializer, h.r.GroupVersion())
+	e.obj = scheme.Codecs.EncoderForVersion(info.Serializer, h.r.GroupVersion())
 	if e.asTable {
-		e.obj = Codecs.EncoderForVersion(info.Serializer, schema.GroupVersion{Group: metav1.GroupName, Version: mediaOpts.Convert.Version})
+		e.obj = scheme.Codecs.EncoderForVersion(info.Serializer, schema.GroupVersion{Group: metav1.GroupName, Version: mediaOpts.Convert.Version})
 	}
 	if c := mediaOpts.Convert; c != nil && c.Kind == "PartialObjectMetadata" {
 		e.asMetadata = c
-		e.obj = Codecs.EncoderForVersion(info.Serializer, c.GroupVersion())
+		e.obj = scheme.Codecs.EncoderForVersion(info.Serializer, c.GroupVersion())
 	}
-	e.status = Codecs.EncoderForVersion(info.Serializer, metaGV)
+	e.status = scheme.Codecs.EncoderForVersion(info.Serializer, metaGV)
 	return e
 }
 

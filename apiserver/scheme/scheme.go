@@ -1,9 +1,7 @@
-// Package apiserver is sqlkube's Kubernetes API server: discovery and the
-// REST API of the built-in resources over storage/, on echo. Types, codecs,
-// selectors and validation helpers are the upstream ones (k8s.io/api,
-// k8s.io/apimachinery); there are no internal versions, so every object is
-// handled in the version it is served and stored in.
-package apiserver
+// Package scheme holds the API server's runtime scheme and codecs: every
+// type it serves (k8s.io/api, apiextensions, apiregistration) and
+// meta.k8s.io's, with the JSON, YAML and protobuf serializers over them.
+package scheme
 
 import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -25,7 +23,7 @@ var (
 	// Codecs encode and decode JSON, YAML and protobuf.
 	Codecs serializer.CodecFactory
 	// parameterCodec decodes query parameters into option structs.
-	parameterCodec runtime.ParameterCodec
+	ParameterCodec runtime.ParameterCodec
 )
 
 func init() {
@@ -38,5 +36,5 @@ func init() {
 	metav1.AddToGroupVersion(Scheme, schema.GroupVersion{Version: "v1"})
 	utilruntime.Must(metav1.AddMetaToScheme(Scheme))
 	Codecs = serializer.NewCodecFactory(Scheme)
-	parameterCodec = runtime.NewParameterCodec(Scheme)
+	ParameterCodec = runtime.NewParameterCodec(Scheme)
 }
