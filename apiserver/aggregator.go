@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
+	"github.com/sqlkube/sqlkube/apiserver/responses"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/httpstream"
@@ -158,11 +159,11 @@ func (a *aggregator) remoteAPIService(path string) (*apiregistrationv1.APIServic
 func (a *aggregator) serve(c echo.Context, svc *apiregistrationv1.APIService) error {
 	req := c.Request()
 	if !apiregistrationhelper.IsAPIServiceConditionTrue(svc, apiregistrationv1.Available) {
-		return writeStatus(c, apierrors.NewServiceUnavailable(fmt.Sprintf("the server is currently unable to handle the request (APIService %s is not available)", svc.Name)))
+		return responses.Status(c, apierrors.NewServiceUnavailable(fmt.Sprintf("the server is currently unable to handle the request (APIService %s is not available)", svc.Name)))
 	}
 	u, ok := request.UserFrom(req.Context())
 	if !ok {
-		return writeStatus(c, apierrors.NewInternalError(errors.New("no user in the request")))
+		return responses.Status(c, apierrors.NewInternalError(errors.New("no user in the request")))
 	}
 	info, _ := request.RequestInfoFrom(req.Context())
 	longRunning := httpstream.IsUpgradeRequest(req) || (info != nil && (info.Verb == "watch" || longRunningSubresources.Has(info.Subresource)))
@@ -174,11 +175,11 @@ func (a *aggregator) proxy(c echo.Context, svc *apiregistrationv1.APIService, pa
 	req := c.Request()
 	rt, err := a.transport(svc)
 	if err != nil {
-		return writeStatus(c, apierrors.NewInternalError(fmt.Errorf("APIService %s: %w", svc.Name, err)))
+		return responses.Status(c, apierrors.NewInternalError(fmt.Errorf("APIService %s: %w", svc.Name, err)))
 	}
 	location, err := a.resolve(svc)
 	if err != nil {
-		return writeStatus(c, apierrors.NewServiceUnavailable(fmt.Sprintf("APIService %s: %v", svc.Name, err)))
+		return responses.Status(c, apierrors.NewServiceUnavailable(fmt.Sprintf("APIService %s: %v", svc.Name, err)))
 	}
 	location.Path, location.RawQuery = path, req.URL.Query().Encode()
 	out, cancel := apiproxy.NewRequestForProxy(location, req)
@@ -256,7 +257,7 @@ func (a *aggregator) transport(svc *apiregistrationv1.APIService) (http.RoundTri
 type proxyResponder struct{ c echo.Context }
 
 func (r proxyResponder) Error(_ http.ResponseWriter, _ *http.Request, err error) {
-	_ = writeStatus(r.c, apierrors.NewServiceUnavailable(err.Error()))
+	_ = responses.Status(r.c, apierrors.NewServiceUnavailable(err.Error()))
 }
 
 // headerTimeout fails a round trip whose response headers do not arrive

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/labstack/echo/v4"
+	"github.com/sqlkube/sqlkube/apiserver/responses"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
 	apiregistrationhelper "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1/helper"
@@ -52,14 +53,14 @@ func (s *Server) withAggregatedV3Paths(index []byte) []byte {
 // backend (503 when it is not available or does not answer).
 func (a *aggregator) serveOpenAPIV3(c echo.Context, svc *apiregistrationv1.APIService, path string) error {
 	if strings.Count(strings.Trim(path, "/"), "/") != 2 {
-		return writeStatus(c, apierrors.NewNotFound(apiregistrationv1.Resource("openapi"), path))
+		return responses.Status(c, apierrors.NewNotFound(apiregistrationv1.Resource("openapi"), path))
 	}
 	if !apiregistrationhelper.IsAPIServiceConditionTrue(svc, apiregistrationv1.Available) {
-		return writeStatus(c, apierrors.NewServiceUnavailable("APIService "+svc.Name+" is not available"))
+		return responses.Status(c, apierrors.NewServiceUnavailable("APIService "+svc.Name+" is not available"))
 	}
 	body, err := a.fetch(c.Request().Context(), svc, "/openapi/v3/"+path, "application/json")
 	if err != nil {
-		return writeStatus(c, apierrors.NewServiceUnavailable(err.Error()))
+		return responses.Status(c, apierrors.NewServiceUnavailable(err.Error()))
 	}
 	return c.Blob(http.StatusOK, echo.MIMEApplicationJSON, body)
 }

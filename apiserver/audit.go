@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
+	"github.com/sqlkube/sqlkube/apiserver/responses"
 	"github.com/sqlkube/sqlkube/apiserver/scheme"
 	authnv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -137,11 +138,11 @@ func (a *Auditor) middleware(next echo.HandlerFunc) echo.HandlerFunc {
 		ev.ImpersonatedUser = auditUserInfo(impersonatedUser(c))
 		ev.StageTimestamp = metav1.NewMicroTime(time.Now())
 		ev.ResponseStatus = &metav1.Status{Code: int32(c.Response().Status)}
-		if st, ok := c.Get(statusKey).(metav1.Status); ok && st.Status == metav1.StatusFailure {
+		if st, ok := c.Get(responses.StatusKey).(metav1.Status); ok && st.Status == metav1.StatusFailure {
 			// As kube-apiserver logs failures: status, reason, message.
 			ev.ResponseStatus.Status, ev.ResponseStatus.Reason, ev.ResponseStatus.Message = st.Status, st.Reason, st.Message
 		}
-		if name, ok := c.Get(createdNameKey).(string); ok && ev.ObjectRef != nil && ev.ObjectRef.Name == "" {
+		if name, ok := c.Get(responses.CreatedNameKey).(string); ok && ev.ObjectRef != nil && ev.ObjectRef.Name == "" {
 			ev.ObjectRef.Name = name
 		}
 		if captured != nil && captured.Len() <= maxAuditBody {

@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/labstack/echo/v4"
+	"github.com/sqlkube/sqlkube/apiserver/responses"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authentication/group"
@@ -104,13 +105,13 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 			// Credentials go no further than here.
 			req.Header.Del("Authorization")
 		case err != nil && s.cfg.Authenticate:
-			return writeStatus(c, apierrors.NewUnauthorized("Unauthorized"))
+			return responses.Status(c, apierrors.NewUnauthorized("Unauthorized"))
 		case !s.cfg.Authenticate:
 			u = unsecuredUser
 		case publicPaths[req.URL.Path]:
 			u = anonymousUser
 		default:
-			return writeStatus(c, apierrors.NewUnauthorized("Unauthorized"))
+			return responses.Status(c, apierrors.NewUnauthorized("Unauthorized"))
 		}
 		c.SetRequest(req.WithContext(request.WithUser(req.Context(), u)))
 		return next(c)

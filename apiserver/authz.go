@@ -2,6 +2,7 @@ package apiserver
 
 import (
 	"github.com/labstack/echo/v4"
+	"github.com/sqlkube/sqlkube/apiserver/responses"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
@@ -75,19 +76,19 @@ func (s *Server) authorize(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		info, err := requestInfoOf(req)
 		if err != nil {
-			return writeStatus(c, apierrors.NewBadRequest(err.Error()))
+			return responses.Status(c, apierrors.NewBadRequest(err.Error()))
 		}
 		ctx := request.WithRequestInfo(req.Context(), info)
 		attrs, err := filters.GetAuthorizerAttributes(ctx)
 		if err != nil {
-			return writeStatus(c, apierrors.NewInternalError(err))
+			return responses.Status(c, apierrors.NewInternalError(err))
 		}
 		decision, reason, err := s.authz.Authorize(ctx, attrs)
 		if decision != authorizer.DecisionAllow {
 			if err != nil && reason == "" {
 				reason = err.Error()
 			}
-			return writeStatus(c, responsewriters.ForbiddenStatusError(attrs, reason))
+			return responses.Status(c, responsewriters.ForbiddenStatusError(attrs, reason))
 		}
 		c.SetRequest(req.WithContext(ctx))
 		return next(c)

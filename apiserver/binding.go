@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/sqlkube/sqlkube/apiserver/responses"
 	"github.com/sqlkube/sqlkube/apiserver/scheme"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -95,7 +96,7 @@ func (h *handler) bind() error {
 	} else if err := h.st.GuaranteedUpdate(h.ctx, h.key(), &corev1.Pod{}, false, pre, tryUpdate, nil); err != nil {
 		return h.fail(storeerr.InterpretUpdateError(err, h.r.GroupResource(), h.info.Name))
 	}
-	return writeObject(h.c, http.StatusCreated, &metav1.Status{Status: metav1.StatusSuccess, Code: http.StatusCreated}, metaGV)
+	return responses.Object(h.c, http.StatusCreated, &metav1.Status{Status: metav1.StatusSuccess, Code: http.StatusCreated}, metaGV)
 }
 
 // validateBinding: the target is a node (kind empty or "Node") and named.

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/sqlkube/sqlkube/apiserver/responses"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -61,7 +62,7 @@ func (h *handler) customScale() error {
 	if err != nil {
 		return h.fail(err)
 	}
-	return encodeWith(h.c, http.StatusOK, sc, autoscalingGV, negotiated(h))
+	return responses.Encode(h.c, http.StatusOK, sc, autoscalingGV, negotiated(h))
 }
 
 // customScaleOf reads a custom resource's Scale.

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/labstack/echo/v4"
+	"github.com/sqlkube/sqlkube/apiserver/responses"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/version"
@@ -31,7 +32,7 @@ func (s *Server) apiVersions(c echo.Context) error {
 	if v := aggregatedDiscoveryVersion(c.Request().Header.Get(echo.HeaderAccept)); v != "" {
 		return s.serveAggregatedDiscovery(c, v, true) // discovery_aggregated.go
 	}
-	return writeObject(c, http.StatusOK, &metav1.APIVersions{
+	return responses.Object(c, http.StatusOK, &metav1.APIVersions{
 		Versions:                   []string{"v1"},
 		ServerAddressByClientCIDRs: []metav1.ServerAddressByClientCIDR{{ClientCIDR: "0.0.0.0/0", ServerAddress: c.Request().Host}},
 	}, metaGV)
@@ -45,7 +46,7 @@ func (s *Server) apiGroups(c echo.Context) error {
 	for _, g := range s.allGroups() {
 		list.Groups = append(list.Groups, g)
 	}
-	return writeObject(c, http.StatusOK, list, metaGV)
+	return responses.Object(c, http.StatusOK, list, metaGV)
 }
 
 // groups returns the named API groups (not the core group), each with its

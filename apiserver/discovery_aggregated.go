@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/labstack/echo/v4"
+	"github.com/sqlkube/sqlkube/apiserver/responses"
 	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -57,7 +58,7 @@ func (s *Server) serveAggregatedDiscovery(c echo.Context, version string, core b
 	list.APIVersion = aggregatedDiscoveryGroup + "/" + version
 	body, err := json.Marshal(list)
 	if err != nil {
-		return writeStatus(c, err)
+		return responses.Status(c, err)
 	}
 	sum := sha256.Sum256(body)
 	etag := `"` + hex.EncodeToString(sum[:]) + `"`

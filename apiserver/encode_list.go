@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"sync"
 
+	"github.com/sqlkube/sqlkube/apiserver/responses"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -109,7 +110,7 @@ func writeJSONList(start func() io.Writer, list runtime.Object, gvk schema.Group
 // encoded-items cache, anything else (other encodings, Table, custom
 // resources) as respond does.
 func (h *handler) respondList(list runtime.Object) error {
-	opts, info := negotiate(h.c)
+	opts, info := responses.Negotiate(h.c)
 	if opts.Convert == nil && info.MediaType == runtime.ContentTypeJSON && h.r.Custom == nil {
 		cache, _ := h.s.encoded.LoadOrStore(h.r, &encodedItems{})
 		start := func() io.Writer {

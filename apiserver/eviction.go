@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/sqlkube/sqlkube/apiserver/responses"
 	"github.com/sqlkube/sqlkube/apiserver/scheme"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -113,7 +114,7 @@ func (h *handler) evict() error {
 	case len(pdbs) == 0:
 		return h.evictPod(*del, nil, "")
 	case len(pdbs) > 1:
-		return writeObject(h.c, http.StatusInternalServerError, &metav1.Status{
+		return responses.Object(h.c, http.StatusInternalServerError, &metav1.Status{
 			Status: metav1.StatusFailure, Code: http.StatusInternalServerError,
 			Message: "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.",
 		}, metaGV)
@@ -296,5 +297,5 @@ func (h *handler) evictPod(opts metav1.DeleteOptions, seenRV *string, pdbName st
 			return h.fail(conflict(err))
 		}
 	}
-	return writeObject(h.c, http.StatusCreated, &metav1.Status{Status: metav1.StatusSuccess, Code: http.StatusCreated}, metaGV)
+	return responses.Object(h.c, http.StatusCreated, &metav1.Status{Status: metav1.StatusSuccess, Code: http.StatusCreated}, metaGV)
 }

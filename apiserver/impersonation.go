@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/labstack/echo/v4"
+	"github.com/sqlkube/sqlkube/apiserver/responses"
 	"github.com/sqlkube/sqlkube/apiserver/scheme"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -37,7 +38,7 @@ func (s *Server) impersonate(next echo.HandlerFunc) echo.HandlerFunc {
 		req := c.Request()
 		asked, err := impersonationAsked(req.Header)
 		if err != nil {
-			return writeStatus(c, apierrors.NewBadRequest(err.Error()))
+			return responses.Status(c, apierrors.NewBadRequest(err.Error()))
 		}
 		if !asked {
 			return next(c)

@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/labstack/echo/v4"
+	"github.com/sqlkube/sqlkube/apiserver/responses"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apiserver/pkg/authentication/user"
@@ -93,7 +94,7 @@ func (l *inflightLimiter) middleware(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		if !l.take(slots, key) {
 			c.Response().Header().Set("Retry-After", "1")
-			return writeStatus(c, apierrors.NewTooManyRequests("Too many requests, please try again later.", 1))
+			return responses.Status(c, apierrors.NewTooManyRequests("Too many requests, please try again later.", 1))
 		}
 		defer l.release(slots, key)
 		return next(c)

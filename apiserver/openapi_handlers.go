@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/sqlkube/sqlkube/apiserver/openapi"
+	"github.com/sqlkube/sqlkube/apiserver/responses"
 )
 
 // newOpenAPI builds the OpenAPI documents of the served resources.
@@ -52,12 +53,12 @@ const protobufV2 = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf"
 func (s *Server) openAPIV2(c echo.Context) error {
 	docs, err := s.openAPIDocs()
 	if err != nil {
-		return writeStatus(c, apierrors.NewInternalError(err))
+		return responses.Status(c, apierrors.NewInternalError(err))
 	}
 	if strings.Contains(c.Request().Header.Get(echo.HeaderAccept), protobufV2) {
 		body, err := docs.v2ProtoBytes()
 		if err != nil {
-			return writeStatus(c, apierrors.NewInternalError(err))
+			return responses.Status(c, apierrors.NewInternalError(err))
 		}
 		// The Content-Type must parse as a media type, which the Accept
 		// value's "@" does not; kube-apiserver answers with this one.
@@ -69,7 +70,7 @@ func (s *Server) openAPIV2(c echo.Context) error {
 func (s *Server) openAPIV3Index(c echo.Context) error {
 	docs, err := s.openAPIDocs()
 	if err != nil {
-		return writeStatus(c, apierrors.NewInternalError(err))
+		return responses.Status(c, apierrors.NewInternalError(err))
 	}
 	return c.Blob(http.StatusOK, echo.MIMEApplicationJSON, s.withAggregatedV3Paths(docs.v3Index)) // aggregator_openapi.go
 }
@@ -86,11 +87,11 @@ func (s *Server) openAPIV3Doc(c echo.Context) error {
 	}
 	docs, err := s.openAPIDocs()
 	if err != nil {
-		return writeStatus(c, apierrors.NewInternalError(err))
+		return responses.Status(c, apierrors.NewInternalError(err))
 	}
 	doc, hash, ok := s.v3Doc(docs, path)
 	if !ok {
-		return writeStatus(c, apierrors.NewNotFound(schema.GroupResource{}, c.Request().URL.Path))
+		return responses.Status(c, apierrors.NewNotFound(schema.GroupResource{}, c.Request().URL.Path))
 	}
 	if c.QueryParam("hash") == hash {
 		c.Response().Header().Set("Cache-Control", "public, immutable, max-age=31536000")

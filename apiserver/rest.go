@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
+	"github.com/sqlkube/sqlkube/apiserver/responses"
 	"github.com/sqlkube/sqlkube/apiserver/scheme"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -50,7 +51,7 @@ func withRequestInfo(next echo.HandlerFunc) echo.HandlerFunc {
 		req := c.Request()
 		info, err := requestInfos.NewRequestInfo(req)
 		if err != nil {
-			return writeStatus(c, apierrors.NewBadRequest(err.Error()))
+			return responses.Status(c, apierrors.NewBadRequest(err.Error()))
 		}
 		c.SetRequest(req.WithContext(request.WithRequestInfo(req.Context(), info)))
 		return next(c)
@@ -71,7 +72,7 @@ func requestInfoOf(req *http.Request) (*request.RequestInfo, error) {
 func (s *Server) serveResource(c echo.Context) error {
 	info, err := requestInfoOf(c.Request())
 	if err != nil {
-		return writeStatus(c, apierrors.NewBadRequest(err.Error()))
+		return responses.Status(c, apierrors.NewBadRequest(err.Error()))
 	}
 	if a := s.aggregator.Load(); a != nil {
 		if svc, ok := a.remoteAPIService(c.Request().URL.Path); ok {
@@ -91,17 +92,17 @@ func (s *Server) serveResource(c echo.Context) error {
 		ok = ok || (info.Subresource == "status" && r.Status) || (info.Subresource == "scale" && r.Scale) || (info.Subresource == "approval" && r.Approval)
 	}
 	if !ok {
-		return writeStatus(c, apierrors.NewNotFound(schema.GroupResource{Group: info.APIGroup, Resource: info.Resource}, info.Name))
+		return responses.Status(c, apierrors.NewNotFound(schema.GroupResource{Group: info.APIGroup, Resource: info.Resource}, info.Name))
 	}
 	if info.Name != "" {
 		if msgs := path.IsValidPathSegmentName(info.Name); len(msgs) > 0 {
-			return writeStatus(c, apierrors.NewBadRequest(fmt.Sprintf("invalid name %q: %s", info.Name, strings.Join(msgs, ", "))))
+			return responses.Status(c, apierrors.NewBadRequest(fmt.Sprintf("invalid name %q: %s", info.Name, strings.Join(msgs, ", "))))
 		}
 	}
 	// A list or watch may name one object by field selector (metadata.name)
 	// across namespaces.
 	if r.Namespaced && info.Namespace == "" && info.Name != "" && info.Verb != "list" && info.Verb != "watch" {
-		return writeStatus(c, apierrors.NewBadRequest("a namespace is required for "+r.Plural))
+		return responses.Status(c, apierrors.NewBadRequest("a namespace is required for "+r.Plural))
 	}
 	ctx := request.WithRequestInfo(request.WithNamespace(c.Request().Context(), info.Namespace), info)
 	h := &handler{s: s, r: r, st: s.storageFor(r), info: info, c: c, ctx: ctx}
@@ -138,7 +139,7 @@ func (s *Server) serveResource(c echo.Context) error {
 	case "deletecollection":
 		return h.deleteCollection()
 	}
-	return writeStatus(c, apierrors.NewMethodNotSupported(r.GroupResource(), info.Verb))
+	return responses.Status(c, apierrors.NewMethodNotSupported(r.GroupResource(), info.Verb))
 }
 
 func (s *Server) serveDiscovery(c echo.Context) error {
@@ -146,20 +147,20 @@ func (s *Server) serveDiscovery(c echo.Context) error {
 	switch {
 	case len(parts) == 2 && parts[0] == "api":
 		if list, ok := s.resourceList(schema.GroupVersion{Version: parts[1]}); ok {
-			return writeObject(c, http.StatusOK, list, metaGV)
+			return responses.Object(c, http.StatusOK, list, metaGV)
 		}
 	case len(parts) == 2 && parts[0] == "apis":
 		for _, g := range s.allGroups() {
 			if g.Name == parts[1] {
-				return writeObject(c, http.StatusOK, &g, metaGV)
+				return responses.Object(c, http.StatusOK, &g, metaGV)
 			}
 		}
 	case len(parts) == 3 && parts[0] == "apis":
 		if list, ok := s.resourceList(schema.GroupVersion{Group: parts[1], Version: parts[2]}); ok {
-			return writeObject(c, http.StatusOK, list, metaGV)
+			return responses.Object(c, http.StatusOK, list, metaGV)
 		}
 	}
-	return writeStatus(c, apierrors.NewNotFound(schema.GroupResource{}, c.Request().URL.Path))
+	return responses.Status(c, apierrors.NewNotFound(schema.GroupResource{}, c.Request().URL.Path))
 }
 
 // handler serves one request on one resource.
@@ -180,26 +181,26 @@ type handler struct {
 func (h *handler) key() string { return h.r.key(h.info.Namespace, h.info.Name) }
 
 func (h *handler) respond(code int, obj runtime.Object) error {
-	opts, info := negotiate(h.c)
+	opts, info := responses.Negotiate(h.c)
 	if opts.Convert != nil && opts.Convert.Kind == "Table" {
 		table, err := h.table(obj, opts)
 		if err != nil {
-			return writeStatus(h.c, err)
+			return responses.Status(h.c, err)
 		}
-		return encodeWith(h.c, code, table, schema.GroupVersion{Group: metav1.GroupName, Version: opts.Convert.Version}, info)
+		return responses.Encode(h.c, code, table, schema.GroupVersion{Group: metav1.GroupName, Version: opts.Convert.Version}, info)
 	}
 	if opts.Convert != nil && strings.HasPrefix(opts.Convert.Kind, "PartialObjectMetadata") {
-		partial, err := asPartialMetadata(obj, opts.Convert)
+		partial, err := responses.PartialMetadata(obj, opts.Convert)
 		if err != nil {
-			return writeStatus(h.c, err)
+			return responses.Status(h.c, err)
 		}
-		return encodeWith(h.c, code, partial, opts.Convert.GroupVersion(), info)
+		return responses.Encode(h.c, code, partial, opts.Convert.GroupVersion(), info)
 	}
-	return encodeWith(h.c, code, obj, h.r.GroupVersion(), info)
+	return responses.Encode(h.c, code, obj, h.r.GroupVersion(), info)
 }
 
 func (h *handler) fail(err error) error {
-	return writeStatus(h.c, err)
+	return responses.Status(h.c, err)
 }
 
 func (h *handler) get() error {
@@ -356,7 +357,7 @@ func (h *handler) create() error {
 	if m.GetName() == "" && m.GetGenerateName() != "" {
 		m.SetName(m.GetGenerateName() + utilrand.String(5))
 	}
-	h.c.Set(createdNameKey, m.GetName())
+	h.c.Set(responses.CreatedNameKey, m.GetName())
 	// Services get their cluster IP and node ports before validation, as
 	// in kube-apiserver.
 	undo, err := h.allocateService(obj)

@@ -3,6 +3,7 @@ package apiserver
 import (
 	"net/http"
 
+	"github.com/sqlkube/sqlkube/apiserver/responses"
 	"github.com/sqlkube/sqlkube/apiserver/scheme"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -96,5 +97,5 @@ func (h *handler) createReview(st rest.Creater) error {
 	if err != nil {
 		return h.fail(apierrors.NewInternalError(err))
 	}
-	return encodeWith(h.c, http.StatusCreated, out, h.r.GroupVersion(), negotiated(h))
+	return responses.Encode(h.c, http.StatusCreated, out, h.r.GroupVersion(), negotiated(h))
 }

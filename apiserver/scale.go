@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"reflect"
 
+	"github.com/sqlkube/sqlkube/apiserver/responses"
 	"github.com/sqlkube/sqlkube/apiserver/scheme"
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
@@ -62,7 +63,7 @@ func (h *handler) scale() error {
 	if err != nil {
 		return h.fail(err)
 	}
-	return encodeWith(h.c, http.StatusOK, sc, autoscalingGV, negotiated(h))
+	return responses.Encode(h.c, http.StatusOK, sc, autoscalingGV, negotiated(h))
 }
 
 // wantedScale is the Scale a PUT body states, or the current one patched.
@@ -149,7 +150,7 @@ func scaleOf(obj runtime.Object) (*autoscalingv1.Scale, error) {
 }
 
 func negotiated(h *handler) runtime.SerializerInfo {
-	_, info := negotiate(h.c)
+	_, info := responses.Negotiate(h.c)
 	return info
 }
 
@@ -168,7 +169,7 @@ func (h *handler) scaleRequest(scaleOf func(runtime.Object) (*autoscalingv1.Scal
 		if err != nil {
 			return nil, "", true, h.fail(err)
 		}
-		return nil, "", true, encodeWith(h.c, http.StatusOK, sc, autoscalingGV, negotiated(h))
+		return nil, "", true, responses.Encode(h.c, http.StatusOK, sc, autoscalingGV, negotiated(h))
 	case "update", "patch":
 	default:
 		return nil, "", true, h.fail(apierrors.NewMethodNotSupported(h.r.GroupResource(), h.info.Verb))

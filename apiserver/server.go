@@ -26,6 +26,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/sqlkube/sqlkube/apiserver/openapi"
+	"github.com/sqlkube/sqlkube/apiserver/responses"
 	"github.com/sqlkube/sqlkube/apiserver/scheme"
 	sqlstorage "github.com/sqlkube/sqlkube/storage"
 )
@@ -376,7 +377,7 @@ func (s *Server) Close() {
 func (s *Server) routes() *echo.Echo {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
-	e.HTTPErrorHandler = s.httpError
+	e.HTTPErrorHandler = responses.EchoError
 	e.Use(withRequestInfo, withRequestTimeout, s.authenticate)
 	if s.cfg.Audit != nil {
 		e.Use(s.cfg.Audit.middleware) // rejected requests (429 below) are audited too

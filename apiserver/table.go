@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sqlkube/sqlkube/apiserver/responses"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -66,17 +67,6 @@ func (h *handler) table(obj runtime.Object, _ negotiation.MediaTypeOptions) (*me
 		t.Rows = append(t.Rows, row)
 	}
 	return t, nil
-}
-
-func metaOf(m metav1.Object) *metav1.ObjectMeta {
-	if om, ok := m.(*metav1.ObjectMeta); ok {
-		return om.DeepCopy()
-	}
-	return &metav1.ObjectMeta{
-		Name: m.GetName(), Namespace: m.GetNamespace(), UID: m.GetUID(), ResourceVersion: m.GetResourceVersion(),
-		Generation: m.GetGeneration(), CreationTimestamp: m.GetCreationTimestamp(), DeletionTimestamp: m.GetDeletionTimestamp(),
-		Labels: m.GetLabels(), Annotations: m.GetAnnotations(), OwnerReferences: m.GetOwnerReferences(), Finalizers: m.GetFinalizers(),
-	}
 }
 
 // tablePrinter prints one Go type: its columns, the cells of an object
@@ -228,7 +218,7 @@ func rowObject(include metav1.IncludeObjectPolicy, item runtime.Object) (runtime
 		if err != nil {
 			return runtime.RawExtension{}, err
 		}
-		partial := &metav1.PartialObjectMetadata{ObjectMeta: *metaOf(m)}
+		partial := &metav1.PartialObjectMetadata{ObjectMeta: *responses.ObjectMeta(m)}
 		partial.APIVersion, partial.Kind = metav1.SchemeGroupVersion.String(), "PartialObjectMetadata"
 		return runtime.RawExtension{Object: partial}, nil
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/sqlkube/sqlkube/apiserver/responses"
 	"github.com/sqlkube/sqlkube/apiserver/scheme"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -122,7 +123,7 @@ func (h *handler) createToken() error {
 			return h.fail(apierrors.NewInternalError(err))
 		}
 	}
-	return encodeWith(h.c, http.StatusCreated, out, authenticationv1.SchemeGroupVersion, negotiated(h))
+	return responses.Encode(h.c, http.StatusCreated, out, authenticationv1.SchemeGroupVersion, negotiated(h))
 }
 
 func validateTokenRequest(req *authenticationv1.TokenRequest) field.ErrorList {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
+	"github.com/sqlkube/sqlkube/apiserver/responses"
 	"github.com/sqlkube/sqlkube/apiserver/scheme"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -85,7 +86,7 @@ type watchEncoding struct {
 }
 
 func (h *handler) newWatchEncoding() watchEncoding {
-	mediaOpts, info := negotiate(h.c)
+	mediaOpts, info := responses.Negotiate(h.c)
 	if info.StreamSerializer == nil {
 		info, _ = runtime.SerializerInfoForMediaType(scheme.Codecs.SupportedMediaTypes(), runtime.ContentTypeJSON)
 	}
@@ -133,7 +134,7 @@ func (h *handler) streamEvents(ctx context.Context, w watch.Interface, enc watch
 					obj = t
 				}
 			} else if enc.asMetadata != nil {
-				p, err := asPartialMetadata(obj, enc.asMetadata)
+				p, err := responses.PartialMetadata(obj, enc.asMetadata)
 				if err != nil {
 					st := apierrors.NewInternalError(err).Status()
 					obj, e, ev.Type = &st, enc.status, watch.Error

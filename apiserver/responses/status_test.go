@@ -1,4 +1,4 @@
-package apiserver
+package responses
 
 import (
 	"net/http"
@@ -25,7 +25,7 @@ func TestWriteStatus_RetryAfter(t *testing.T) {
 	} {
 		rec := httptest.NewRecorder()
 		c := echo.New().NewContext(httptest.NewRequest(http.MethodGet, "/api/v1/pods", nil), rec)
-		if err := writeStatus(c, tc.err); err != nil {
+		if err := Status(c, tc.err); err != nil {
 			t.Fatal(err)
 		}
 		if rec.Code != tc.code || rec.Header().Get("Retry-After") != tc.retryAfter {

@@ -1,4 +1,4 @@
-package apiserver
+package responses
 
 import (
 	"github.com/labstack/echo/v4"
@@ -33,14 +33,14 @@ func (transforms) AllowsMediaTypeTransform(mimeType, mimeSubType string, gvk *sc
 // asPartialMetadata converts obj (an object or a list) to what a request
 // for as=PartialObjectMetadata(List) gets: 406 when the kind asked for does
 // not match (a list for one object, or one object for a list), as upstream.
-func asPartialMetadata(obj runtime.Object, convert *schema.GroupVersionKind) (runtime.Object, error) {
+func PartialMetadata(obj runtime.Object, convert *schema.GroupVersionKind) (runtime.Object, error) {
 	wantList := convert.Kind == "PartialObjectMetadataList"
 	partial := func(o runtime.Object) (*metav1.PartialObjectMetadata, error) {
 		m, err := meta.Accessor(o)
 		if err != nil {
 			return nil, err
 		}
-		p := &metav1.PartialObjectMetadata{ObjectMeta: *metaOf(m)}
+		p := &metav1.PartialObjectMetadata{ObjectMeta: *ObjectMeta(m)}
 		p.APIVersion, p.Kind = convert.GroupVersion().String(), "PartialObjectMetadata"
 		return p, nil
 	}
@@ -74,7 +74,7 @@ func (transforms) AllowsStreamSchema(s string) bool { return s == "watch" }
 
 // negotiate picks the response encoding from the Accept header (JSON when
 // nothing acceptable is offered, as kube-apiserver does for errors).
-func negotiate(c echo.Context) (negotiation.MediaTypeOptions, runtime.SerializerInfo) {
+func Negotiate(c echo.Context) (negotiation.MediaTypeOptions, runtime.SerializerInfo) {
 	opts, info, err := negotiation.NegotiateOutputMediaType(c.Request(), scheme.Codecs, transforms{})
 	if err != nil {
 		info, _ = runtime.SerializerInfoForMediaType(scheme.Codecs.SupportedMediaTypes(), runtime.ContentTypeJSON)
@@ -84,12 +84,12 @@ func negotiate(c echo.Context) (negotiation.MediaTypeOptions, runtime.Serializer
 }
 
 // writeObject encodes obj in gv with the negotiated encoding.
-func writeObject(c echo.Context, code int, obj runtime.Object, gv schema.GroupVersion) error {
-	_, info := negotiate(c)
-	return encodeWith(c, code, obj, gv, info)
+func Object(c echo.Context, code int, obj runtime.Object, gv schema.GroupVersion) error {
+	_, info := Negotiate(c)
+	return Encode(c, code, obj, gv, info)
 }
 
-func encodeWith(c echo.Context, code int, obj runtime.Object, gv schema.GroupVersion, info runtime.SerializerInfo) error {
+func Encode(c echo.Context, code int, obj runtime.Object, gv schema.GroupVersion, info runtime.SerializerInfo) error {
 	enc := scheme.Codecs.EncoderForVersion(info.Serializer, gv)
 	if _, ok := obj.(runtime.Unstructured); ok {
 		// Custom resources (and their lists) are written as they are, in
@@ -102,4 +102,17 @@ func encodeWith(c echo.Context, code int, obj runtime.Object, gv schema.GroupVer
 	c.Response().Header().Set(echo.HeaderContentType, info.MediaType)
 	c.Response().WriteHeader(code)
 	return enc.Encode(obj, c.Response())
+}
+
+// metaOf copies an object's metadata (a PartialObjectMetadata's, or a
+// Table row's).
+func ObjectMeta(m metav1.Object) *metav1.ObjectMeta {
+	if om, ok := m.(*metav1.ObjectMeta); ok {
+		return om.DeepCopy()
+	}
+	return &metav1.ObjectMeta{
+		Name: m.GetName(), Namespace: m.GetNamespace(), UID: m.GetUID(), ResourceVersion: m.GetResourceVersion(),
+		Generation: m.GetGeneration(), CreationTimestamp: m.GetCreationTimestamp(), DeletionTimestamp: m.GetDeletionTimestamp(),
+		Labels: m.GetLabels(), Annotations: m.GetAnnotations(), OwnerReferences: m.GetOwnerReferences(), Finalizers: m.GetFinalizers(),
+	}
 }

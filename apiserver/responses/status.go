@@ -1,4 +1,4 @@
-package apiserver
+package responses
 
 import (
 	"errors"
@@ -13,7 +13,7 @@ import (
 
 // writeStatus answers with err as a metav1.Status of its code (500 for an
 // error that is not an API status).
-func writeStatus(c echo.Context, err error) error {
+func Status(c echo.Context, err error) error {
 	var status apierrors.APIStatus
 	if !errors.As(err, &status) {
 		status = apierrors.NewInternalError(err)
@@ -29,12 +29,12 @@ func writeStatus(c echo.Context, err error) error {
 	if d := s.Details; d != nil && d.RetryAfterSeconds > 0 && (s.Code == http.StatusTooManyRequests || s.Code >= http.StatusInternalServerError) {
 		c.Response().Header().Set("Retry-After", strconv.Itoa(int(d.RetryAfterSeconds)))
 	}
-	c.Set(statusKey, s) // for the audit log
-	return writeObject(c, int(s.Code), &s, schema.GroupVersion{Version: "v1"})
+	c.Set(StatusKey, s) // for the audit log
+	return Object(c, int(s.Code), &s, schema.GroupVersion{Version: "v1"})
 }
 
 // httpError renders echo's own errors (no route, bad method) as Statuses.
-func (s *Server) httpError(err error, c echo.Context) {
+func EchoError(err error, c echo.Context) {
 	if c.Response().Committed {
 		return
 	}
@@ -44,10 +44,10 @@ func (s *Server) httpError(err error, c echo.Context) {
 			Status: metav1.StatusFailure, Code: int32(he.Code), Reason: reasonForCode(he.Code),
 			Message: http.StatusText(he.Code),
 		}}
-		_ = writeStatus(c, st)
+		_ = Status(c, st)
 		return
 	}
-	_ = writeStatus(c, err)
+	_ = Status(c, err)
 }
 
 func reasonForCode(code int) metav1.StatusReason {
@@ -68,6 +68,6 @@ func reasonForCode(code int) metav1.StatusReason {
 // Status of a failed request, and the name of a created object (not in
 // the URL).
 const (
-	statusKey      = "sqlkube.status"
-	createdNameKey = "sqlkube.createdName"
+	StatusKey      = "sqlkube.status"
+	CreatedNameKey = "sqlkube.createdName"
 )
