@@ -4,6 +4,7 @@ import (
 	"context"
 	"reflect"
 
+	"github.com/sqlkube/sqlkube/apiserver/scheme"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -90,9 +91,9 @@ func (h *handler) admitMutate(op admission.Operation, obj, old runtime.Object) (
 	}
 	kind := h.admissionKind()
 	if kind == h.r.GVK {
-		return fromInternal(in, h.r.New)
+		return scheme.FromInternal(in, h.r.New)
 	}
-	return fromInternal(in, func() runtime.Object {
+	return scheme.FromInternal(in, func() runtime.Object {
 		out, _ := legacyscheme.Scheme.New(kind) // a kind decoded from the body: the scheme knows it
 		return out
 	})
@@ -158,7 +159,7 @@ func admissionVersion(obj runtime.Object) (_ runtime.Object, converted bool) {
 	if _, ok := obj.(runtime.Unstructured); ok {
 		return obj, false
 	}
-	in, err := toInternal(obj)
+	in, err := scheme.ToInternal(obj)
 	if err != nil {
 		return obj, false
 	}
@@ -169,7 +170,7 @@ func admissionVersion(obj runtime.Object) (_ runtime.Object, converted bool) {
 // the defaulted object, then prepareNew (system fields, the type's
 // strategy and validation), then validating admission.
 func (h *handler) prepareCreate(obj runtime.Object) (runtime.Object, error) {
-	defaultObject(obj)
+	scheme.Default(obj)
 	obj, err := h.admitMutate(admission.Create, obj, nil)
 	if err != nil {
 		return nil, err
@@ -187,7 +188,7 @@ func (h *handler) prepareCreate(obj runtime.Object) (runtime.Object, error) {
 // admission on the defaulted update, then prepareChanged, then validating
 // admission. It may run more than once for one request (conflicts retry).
 func (h *handler) prepareUpdate(existing, updated runtime.Object) (runtime.Object, *uint64, error) {
-	defaultObject(updated)
+	scheme.Default(updated)
 	updated, err := h.admitMutate(admission.Update, updated, existing)
 	if err != nil {
 		return nil, nil, err

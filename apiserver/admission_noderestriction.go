@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/sqlkube/sqlkube/apiserver/scheme"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
@@ -65,7 +66,7 @@ func (h *handler) admitNodeWrite(op admission.Operation, obj, old runtime.Object
 		if o == nil {
 			return nil
 		}
-		if in, err := toInternal(o); err == nil {
+		if in, err := scheme.ToInternal(o); err == nil {
 			return in
 		}
 		return o

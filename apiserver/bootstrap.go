@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/sqlkube/sqlkube/apiserver/scheme"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -27,7 +28,7 @@ func (s *Server) Bootstrap(ctx context.Context) error {
 		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
 			Name: name, UID: types.UID(uuid.NewString()), CreationTimestamp: metav1.NewTime(time.Now().Truncate(time.Second)),
 		}}
-		defaultObject(ns)
+		scheme.Default(ns)
 		r.PrepareForCreate(ns)
 		if err := st.Create(ctx, r.key("", name), ns, &corev1.Namespace{}, 0); err != nil && !k8sstorage.IsExist(err) {
 			return err

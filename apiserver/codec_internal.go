@@ -3,6 +3,7 @@ package apiserver
 import (
 	"io"
 
+	"github.com/sqlkube/sqlkube/apiserver/scheme"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/server/storage"
@@ -33,7 +34,7 @@ func newViaInternalCodec(r *Resource) (runtime.Codec, error) {
 }
 
 func (c *viaInternal) Encode(obj runtime.Object, w io.Writer) error {
-	in, err := toInternal(obj)
+	in, err := scheme.ToInternal(obj)
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/sqlkube/sqlkube/apiserver/scheme"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
@@ -97,7 +98,7 @@ func (g policyGetter) GetValidatingAdmissionPolicy(ctx context.Context, name str
 	if err != nil {
 		return nil, err
 	}
-	in, err := toInternal(p)
+	in, err := scheme.ToInternal(p)
 	if err != nil {
 		return nil, err
 	}

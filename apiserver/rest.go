@@ -183,7 +183,7 @@ func (h *handler) key() string { return h.r.key(h.info.Namespace, h.info.Name) }
 func (h *handler) respond(code int, obj runtime.Object) error {
 	opts, info := responses.Negotiate(h.c)
 	if opts.Convert != nil && opts.Convert.Kind == "Table" {
-		table, err := h.table(obj, opts)
+		table, err := h.table(obj)
 		if err != nil {
 			return responses.Status(h.c, err)
 		}
@@ -456,7 +456,7 @@ func (h *handler) prepareNew(obj runtime.Object) (runtime.Object, error) {
 	m.SetGeneration(0)
 	m.SetDeletionTimestamp(nil)
 	m.SetDeletionGracePeriodSeconds(nil)
-	defaultObject(obj)
+	scheme.Default(obj)
 	if h.r.strategy() == nil {
 		// No Kubernetes strategy: generation for types with a spec, and
 		// the resource's own preparation.
@@ -508,7 +508,7 @@ func (h *handler) prepareChanged(existing, updated runtime.Object) (_ runtime.Ob
 		}
 		newMeta.SetResourceVersion(oldMeta.GetResourceVersion())
 	}
-	defaultObject(updated)
+	scheme.Default(updated)
 	if h.info.Subresource == "status" || h.info.Subresource == "approval" {
 		// The status (an approval's strategy keeps only its conditions).
 		merged := existing.DeepCopyObject()

@@ -85,7 +85,7 @@ func (h *handler) createReview(st rest.Creater) error {
 	if err != nil {
 		return h.fail(err)
 	}
-	in, err := toInternal(obj)
+	in, err := scheme.ToInternal(obj)
 	if err != nil {
 		return h.fail(apierrors.NewBadRequest(err.Error()))
 	}
@@ -93,7 +93,7 @@ func (h *handler) createReview(st rest.Creater) error {
 	if err != nil {
 		return h.fail(err)
 	}
-	out, err := fromInternal(answer, h.r.New)
+	out, err := scheme.FromInternal(answer, h.r.New)
 	if err != nil {
 		return h.fail(apierrors.NewInternalError(err))
 	}

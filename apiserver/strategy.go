@@ -2,7 +2,8 @@ package apiserver
 
 import (
 	"context"
-	"fmt"
+
+	"github.com/sqlkube/sqlkube/apiserver/scheme"
 	"k8s.io/apimachinery/pkg/api/meta"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -189,36 +190,6 @@ func (r *Resource) strategy() Strategy {
 	return strategies[r.GroupResource()]
 }
 
-// defaultObject sets Kubernetes' defaults on a served-version object, as
-// kube-apiserver does when it decodes one.
-func defaultObject(obj runtime.Object) { legacyscheme.Scheme.Default(obj) }
-
-// toInternal converts a served-version object to its internal version.
-func toInternal(obj runtime.Object) (runtime.Object, error) {
-	gvks, _, err := legacyscheme.Scheme.ObjectKinds(obj)
-	if err != nil {
-		return nil, err
-	}
-	out, err := legacyscheme.Scheme.New(gvks[0].GroupKind().WithVersion(runtime.APIVersionInternal))
-	if err != nil {
-		return nil, err
-	}
-	if err := legacyscheme.Scheme.Convert(obj, out, nil); err != nil {
-		return nil, fmt.Errorf("converting %s to the internal version: %w", gvks[0].Kind, err)
-	}
-	return out, nil
-}
-
-// fromInternal converts an internal object back to into's version, into a
-// new object made by newObj.
-func fromInternal(in runtime.Object, newObj func() runtime.Object) (runtime.Object, error) {
-	out := newObj()
-	if err := legacyscheme.Scheme.Convert(in, out, nil); err != nil {
-		return nil, fmt.Errorf("converting %T from the internal version: %w", out, err)
-	}
-	return out, nil
-}
-
 // strategyResult is what a strategy made of an object: the object to
 // store (served version), validation errors and warnings.
 type strategyResult struct {
@@ -234,7 +205,7 @@ func strategyCreate(ctx context.Context, r *Resource, obj runtime.Object) (strat
 	if st == nil {
 		return strategyResult{obj: obj}, nil
 	}
-	in, err := toInternal(obj)
+	in, err := scheme.ToInternal(obj)
 	if err != nil {
 		return strategyResult{}, err
 	}
@@ -244,7 +215,7 @@ func strategyCreate(ctx context.Context, r *Resource, obj runtime.Object) (strat
 		res.warnings = st.WarningsOnCreate(ctx, in)
 	}
 	st.Canonicalize(in)
-	res.obj, err = fromInternal(in, r.New)
+	res.obj, err = scheme.FromInternal(in, r.New)
 	return res, err
 }
 
@@ -268,11 +239,11 @@ func strategyUpdate(ctx context.Context, r *Resource, subresource string, existi
 	if st == nil {
 		return strategyResult{obj: updated}, nil
 	}
-	oldIn, err := toInternal(existing)
+	oldIn, err := scheme.ToInternal(existing)
 	if err != nil {
 		return strategyResult{}, err
 	}
-	newIn, err := toInternal(updated)
+	newIn, err := scheme.ToInternal(updated)
 	if err != nil {
 		return strategyResult{}, err
 	}
@@ -295,6 +266,6 @@ func strategyUpdate(ctx context.Context, r *Resource, subresource string, existi
 		res.warnings = st.WarningsOnUpdate(ctx, newIn, oldIn)
 	}
 	st.Canonicalize(newIn)
-	res.obj, err = fromInternal(newIn, r.New)
+	res.obj, err = scheme.FromInternal(newIn, r.New)
 	return res, err
 }

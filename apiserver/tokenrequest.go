@@ -50,7 +50,7 @@ func (h *handler) createToken() error {
 	}
 	// Admission sees a create of serviceaccounts/token, kind TokenRequest,
 	// defaulted (an hour) as decoding defaults it upstream.
-	defaultObject(obj)
+	scheme.Default(obj)
 	h.admittingAs(tokenRequestGVK, &opts, opts.DryRun)
 	if obj, err = h.admitMutate(admission.Create, obj, nil); err != nil {
 		return h.fail(err)
@@ -88,7 +88,7 @@ func (h *handler) createToken() error {
 		if o == nil {
 			return nil
 		}
-		out, err := toInternal(o)
+		out, err := scheme.ToInternal(o)
 		if err != nil {
 			return nil
 		}

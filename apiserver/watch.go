@@ -123,7 +123,7 @@ func (h *handler) streamEvents(ctx context.Context, w watch.Interface, enc watch
 			if ev.Type == watch.Error {
 				e = enc.status
 			} else if enc.asTable && ev.Type != watch.Bookmark {
-				t, err := h.table(obj, enc.mediaOpts)
+				t, err := h.table(obj)
 				if err != nil {
 					st := apierrors.NewInternalError(err).Status()
 					obj, e, ev.Type = &st, enc.status, watch.Error

@@ -1,4 +1,4 @@
-package apiserver
+package printers
 
 import (
 	"fmt"
@@ -13,27 +13,20 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/duration"
-	"k8s.io/apiserver/pkg/endpoints/handlers/negotiation"
 )
 
-// Server-side printing. table turns objects into the Table kubectl prints;
+// Server-side printing. Table turns objects into the Table kubectl prints;
 // the per-kind printers (columns, and cells computed as kube-apiserver's
-// printers compute them) live in table_core.go, table_apps.go,
-// table_batch.go and table_groups.go. Columns of Priority 1 are the ones
+// printers compute them) live in core.go, apps.go,
+// batch.go, groups.go, storage.go and upstream.go. Columns of Priority 1 are the ones
 // kubectl shows only with -o wide.
 
-// table converts an object or list to the Table kubectl prints: the
+// Table converts an object or list to the Table kubectl prints: the
 // columns kubectl shows for the type, rows carrying the object's metadata
-// (includeObject=Metadata, the default), the whole object (Object) or
-// nothing (None).
-func (h *handler) table(obj runtime.Object, _ negotiation.MediaTypeOptions) (*metav1.Table, error) {
-	if h.r.Custom != nil {
-		return h.customTable(obj)
-	}
-	include := metav1.IncludeMetadata
-	if v := h.c.QueryParam("includeObject"); v != "" {
-		include = metav1.IncludeObjectPolicy(v)
-	}
+// (include Metadata, the default), the whole object (Object) or nothing
+// (None). empty is a new object of the list's kind: an empty list's
+// columns are those of its kind.
+func Table(obj, empty runtime.Object, include metav1.IncludeObjectPolicy) (*metav1.Table, error) {
 	items, proto := []runtime.Object{obj}, obj
 	t := &metav1.Table{}
 	if meta.IsListType(obj) {
@@ -41,8 +34,7 @@ func (h *handler) table(obj runtime.Object, _ negotiation.MediaTypeOptions) (*me
 		if items, err = meta.ExtractList(obj); err != nil {
 			return nil, err
 		}
-		// The columns of an empty list are those of the resource's kind.
-		proto = h.r.New()
+		proto = empty
 		if lm, err := meta.ListAccessor(obj); err == nil {
 			t.ResourceVersion, t.Continue, t.RemainingItemCount = lm.GetResourceVersion(), lm.GetContinue(), lm.GetRemainingItemCount()
 		}
@@ -67,6 +59,19 @@ func (h *handler) table(obj runtime.Object, _ negotiation.MediaTypeOptions) (*me
 		t.Rows = append(t.Rows, row)
 	}
 	return t, nil
+}
+
+// SetRowObjects sets what the rows of a table printed elsewhere (custom
+// resources') carry of their objects under include.
+func SetRowObjects(t *metav1.Table, include metav1.IncludeObjectPolicy) error {
+	for i := range t.Rows {
+		row := &t.Rows[i]
+		var err error
+		if row.Object, err = rowObject(include, row.Object.Object); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // tablePrinter prints one Go type: its columns, the cells of an object

@@ -1,10 +1,11 @@
-package apiserver
+package printers
 
 import (
 	"fmt"
 	"reflect"
 	"sync"
 
+	"github.com/sqlkube/sqlkube/apiserver/scheme"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/kubernetes/pkg/printers"
@@ -67,7 +68,7 @@ func upstreamTable(obj runtime.Object) (table *metav1.Table, err error) {
 			table, err = nil, fmt.Errorf("printing %T: %v", obj, r)
 		}
 	}()
-	in, err := toInternal(obj)
+	in, err := scheme.ToInternal(obj)
 	if err != nil {
 		return nil, err
 	}
