@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/labstack/echo/v4"
+	"github.com/sqlkube/sqlkube/apiserver/loopback"
 	"github.com/sqlkube/sqlkube/apiserver/responses"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
@@ -98,8 +99,8 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 		req := c.Request()
 		var u user.Info
 		switch resp, ok, err := s.authn.AuthenticateRequest(req); {
-		case isLoopback(req.Context()):
-			u = LoopbackUser
+		case loopback.IsLoopback(req.Context()):
+			u = loopback.User
 		case ok:
 			u = resp.User
 			// Credentials go no further than here.

@@ -25,6 +25,7 @@ import (
 	clientset "k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/sqlkube/sqlkube/apiserver/loopback"
 	"github.com/sqlkube/sqlkube/apiserver/openapi"
 	"github.com/sqlkube/sqlkube/apiserver/responses"
 	"github.com/sqlkube/sqlkube/apiserver/scheme"
@@ -124,7 +125,7 @@ type Server struct {
 	// fieldManagers track managedFields and serve server-side apply.
 	fieldManagers *fieldManagers
 	// loopback is the server's own client configuration (in-memory,
-	// acting as LoopbackUser); informers read through it.
+	// acting as loopback.User); informers read through it.
 	loopback  *rest.Config
 	informers informers.SharedInformerFactory
 	authn     authenticator.Request
@@ -225,7 +226,7 @@ func New(cfg Config) (*Server, error) {
 // and authorization read from, and builds both.
 func (s *Server) startAuth() error {
 	var stopLoopback func()
-	s.loopback, stopLoopback = startLoopback(s.echo)
+	s.loopback, stopLoopback = loopback.Start(s.echo)
 	s.stops = append(s.stops, stopLoopback)
 	client, err := clientset.NewForConfig(s.loopback)
 	if err != nil {
@@ -295,7 +296,7 @@ func (s *Server) startAuth() error {
 var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 // Loopback returns a client configuration that reaches this server in
-// memory, acting as LoopbackUser (system:masters), for built-in
+// memory, acting as loopback.User (system:masters), for built-in
 // components running in the same process.
 func (s *Server) Loopback() *rest.Config { return rest.CopyConfig(s.loopback) }
 

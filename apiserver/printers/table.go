@@ -17,9 +17,9 @@ import (
 
 // Server-side printing. Table turns objects into the Table kubectl prints;
 // the per-kind printers (columns, and cells computed as kube-apiserver's
-// printers compute them) live in core.go, apps.go,
-// batch.go, groups.go, storage.go and upstream.go. Columns of Priority 1 are the ones
-// kubectl shows only with -o wide.
+// printers compute them) live in core.go, apps.go, batch.go, groups.go,
+// storage.go and upstream.go. Columns of Priority 1 are the ones kubectl
+// shows only with -o wide.
 
 // Table converts an object or list to the Table kubectl prints: the
 // columns kubectl shows for the type, rows carrying the object's metadata

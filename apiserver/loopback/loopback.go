@@ -1,4 +1,7 @@
-package apiserver
+// Package loopback is the API server's in-process client path: an
+// in-memory listener whose connections act as User (system:masters), and
+// the client configuration that dials it.
+package loopback
 
 import (
 	"context"
@@ -11,13 +14,13 @@ import (
 	"k8s.io/client-go/rest"
 )
 
-// LoopbackUser is who in-process clients act as (the API server's own
+// User is who in-process clients act as (the API server's own
 // informers, bootstrap and built-in controllers): a member of
 // system:masters, as kube-apiserver's loopback client is.
-var LoopbackUser = &user.DefaultInfo{Name: user.APIServerUser, Groups: []string{user.SystemPrivilegedGroup, user.AllAuthenticated}}
+var User = &user.DefaultInfo{Name: user.APIServerUser, Groups: []string{user.SystemPrivilegedGroup, user.AllAuthenticated}}
 
-// errLoopbackClosed is returned by a closed loopback listener.
-var errLoopbackClosed = errors.New("apiserver: loopback listener closed")
+// errClosed is returned by a closed loopback listener.
+var errClosed = errors.New("apiserver: loopback listener closed")
 
 // pipeListener is a net.Listener whose connections are in-memory pipes
 // made by dial: HTTP, streaming watches included, without a socket.
@@ -36,7 +39,7 @@ func (l *pipeListener) Accept() (net.Conn, error) {
 	case c := <-l.conns:
 		return c, nil
 	case <-l.done:
-		return nil, errLoopbackClosed
+		return nil, errClosed
 	}
 }
 
@@ -53,7 +56,7 @@ func (l *pipeListener) dial(ctx context.Context, _, _ string) (net.Conn, error) 
 	case l.conns <- loopbackConn{server}:
 		return client, nil
 	case <-l.done:
-		return nil, errLoopbackClosed
+		return nil, errClosed
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
@@ -65,22 +68,22 @@ func (pipeAddr) Network() string { return "pipe" }
 func (pipeAddr) String() string  { return "loopback" }
 
 // loopbackConn marks the server side of a loopback connection: requests on
-// it act as LoopbackUser.
+// it act as User.
 type loopbackConn struct{ net.Conn }
 
 type loopbackKey struct{}
 
-// isLoopback reports whether ctx is a request that came over the loopback
+// IsLoopback reports whether ctx is a request that came over the loopback
 // listener.
-func isLoopback(ctx context.Context) bool {
+func IsLoopback(ctx context.Context) bool {
 	v, _ := ctx.Value(loopbackKey{}).(bool)
 	return v
 }
 
-// startLoopback serves h on an in-memory listener and returns a client
+// Start serves h on an in-memory listener and returns a client
 // configuration for it (no TLS, no credentials: the connection is the
 // credential).
-func startLoopback(h http.Handler) (*rest.Config, func()) {
+func Start(h http.Handler) (*rest.Config, func()) {
 	l := newPipeListener()
 	hs := &http.Server{
 		Handler: h,
