@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
+	"github.com/sqlkube/sqlkube/apiserver/filters"
 	"github.com/sqlkube/sqlkube/apiserver/responses"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -166,7 +167,7 @@ func (a *aggregator) serve(c echo.Context, svc *apiregistrationv1.APIService) er
 		return responses.Status(c, apierrors.NewInternalError(errors.New("no user in the request")))
 	}
 	info, _ := request.RequestInfoFrom(req.Context())
-	longRunning := httpstream.IsUpgradeRequest(req) || (info != nil && (info.Verb == "watch" || longRunningSubresources.Has(info.Subresource)))
+	longRunning := httpstream.IsUpgradeRequest(req) || (info != nil && (info.Verb == "watch" || filters.LongRunningSubresources.Has(info.Subresource)))
 	return a.proxy(c, svc, req.URL.Path, u, longRunning)
 }
 

@@ -23,6 +23,7 @@ import (
 	certutil "k8s.io/client-go/util/cert"
 
 	"github.com/sqlkube/sqlkube/apiserver"
+	"github.com/sqlkube/sqlkube/apiserver/filters"
 	"github.com/sqlkube/sqlkube/apiserver/pki"
 )
 
@@ -48,7 +49,7 @@ func auditedServer(t *testing.T, policy string) (*rest.Config, *lineWriter) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts := apiserver.AuditOptions{}
+	opts := filters.AuditOptions{}
 	if policy != "" {
 		opts.PolicyFile = filepath.Join(dir, "policy.yaml")
 		if err := os.WriteFile(opts.PolicyFile, []byte(policy), 0o600); err != nil {
@@ -57,7 +58,7 @@ func auditedServer(t *testing.T, policy string) (*rest.Config, *lineWriter) {
 	}
 	log := &lineWriter{lines: make(chan []byte, 1000)}
 	opts.Out = log
-	auditor, err := apiserver.NewAuditor(opts)
+	auditor, err := filters.NewAuditor(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,7 +212,7 @@ func TestNewAuditor_BadPolicy(t *testing.T) {
 	if err := os.WriteFile(path, []byte("apiVersion: audit.k8s.io/v1\nkind: Policy\nrules:\n- level: Loud\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := apiserver.NewAuditor(apiserver.AuditOptions{Out: &bytes.Buffer{}, PolicyFile: path}); err == nil {
+	if _, err := filters.NewAuditor(filters.AuditOptions{Out: &bytes.Buffer{}, PolicyFile: path}); err == nil {
 		t.Fatal("a policy with an unknown level was accepted")
 	}
 }

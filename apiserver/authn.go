@@ -3,34 +3,13 @@ package apiserver
 import (
 	"net/http"
 
-	"github.com/labstack/echo/v4"
-	"github.com/sqlkube/sqlkube/apiserver/loopback"
-	"github.com/sqlkube/sqlkube/apiserver/responses"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authentication/group"
 	"k8s.io/apiserver/pkg/authentication/request/bearertoken"
 	requestunion "k8s.io/apiserver/pkg/authentication/request/union"
 	tokenunion "k8s.io/apiserver/pkg/authentication/token/union"
 	"k8s.io/apiserver/pkg/authentication/user"
-	"k8s.io/apiserver/pkg/endpoints/request"
 )
-
-// publicPaths may be read without credentials, as on kubeadm clusters.
-var publicPaths = map[string]bool{
-	"/healthz": true, "/livez": true, "/readyz": true, "/version": true,
-	// Where joining nodes find the cluster (kubeadm's discovery): RBAC lets
-	// system:anonymous get only this ConfigMap.
-	"/api/v1/namespaces/kube-public/configmaps/cluster-info": true,
-}
-
-// unsecuredUser is who unauthenticated requests act as when the server
-// runs without authentication (tests, or behind a proxy that
-// authenticates): a member of system:masters.
-var unsecuredUser = &user.DefaultInfo{Name: "system:unsecured", Groups: []string{user.SystemPrivilegedGroup, user.AllAuthenticated}}
-
-// anonymousUser is who reads publicPaths without credentials.
-var anonymousUser = &user.DefaultInfo{Name: user.Anonymous, Groups: []string{user.AllUnauthenticated}}
 
 // clientCertificate authenticates a request by its verified client
 // certificate: user = CN, groups = O (the TLS layer verified it against
@@ -88,33 +67,4 @@ func (s *Server) apiAudiences() authenticator.Audiences {
 		return authenticator.Audiences{s.cfg.ServiceAccountIssuer}
 	}
 	return authenticator.Audiences{DefaultServiceAccountIssuer}
-}
-
-// authenticate identifies the caller: the loopback connection is the
-// server itself; otherwise the authenticator decides. Without
-// credentials only publicPaths are served (401 otherwise), unless the
-// server runs without authentication.
-func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		req := c.Request()
-		var u user.Info
-		switch resp, ok, err := s.authn.AuthenticateRequest(req); {
-		case loopback.IsLoopback(req.Context()):
-			u = loopback.User
-		case ok:
-			u = resp.User
-			// Credentials go no further than here.
-			req.Header.Del("Authorization")
-		case err != nil && s.cfg.Authenticate:
-			return responses.Status(c, apierrors.NewUnauthorized("Unauthorized"))
-		case !s.cfg.Authenticate:
-			u = unsecuredUser
-		case publicPaths[req.URL.Path]:
-			u = anonymousUser
-		default:
-			return responses.Status(c, apierrors.NewUnauthorized("Unauthorized"))
-		}
-		c.SetRequest(req.WithContext(request.WithUser(req.Context(), u)))
-		return next(c)
-	}
 }

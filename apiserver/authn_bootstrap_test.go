@@ -3,10 +3,11 @@ package apiserver_test
 import (
 	"context"
 	"errors"
-	authorizationv1 "k8s.io/api/authorization/v1"
 	"slices"
 	"testing"
 	"time"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"

@@ -1,16 +1,10 @@
 package apiserver
 
 import (
-	"github.com/labstack/echo/v4"
-	"github.com/sqlkube/sqlkube/apiserver/responses"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
 	authzunion "k8s.io/apiserver/pkg/authorization/union"
-	"k8s.io/apiserver/pkg/endpoints/filters"
-	"k8s.io/apiserver/pkg/endpoints/handlers/responsewriters"
-	"k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/client-go/informers"
 	rbacvalidation "k8s.io/kubernetes/pkg/registry/rbac/validation"
 	"k8s.io/kubernetes/plugin/pkg/auth/authorizer/rbac"
@@ -63,34 +57,4 @@ type errUnknownAuthorizationMode string
 
 func (e errUnknownAuthorizationMode) Error() string {
 	return "apiserver: unknown authorization mode " + string(e) + " (want RBAC or AlwaysAllow)"
-}
-
-// authorize lets a request through only if the authorizer allows its
-// verb on its resource or path (403 Forbidden, worded as kube-apiserver
-// words it, otherwise). publicPaths need no authorization.
-func (s *Server) authorize(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		req := c.Request()
-		if publicPaths[req.URL.Path] {
-			return next(c)
-		}
-		info, err := requestInfoOf(req)
-		if err != nil {
-			return responses.Status(c, apierrors.NewBadRequest(err.Error()))
-		}
-		ctx := request.WithRequestInfo(req.Context(), info)
-		attrs, err := filters.GetAuthorizerAttributes(ctx)
-		if err != nil {
-			return responses.Status(c, apierrors.NewInternalError(err))
-		}
-		decision, reason, err := s.authz.Authorize(ctx, attrs)
-		if decision != authorizer.DecisionAllow {
-			if err != nil && reason == "" {
-				reason = err.Error()
-			}
-			return responses.Status(c, responsewriters.ForbiddenStatusError(attrs, reason))
-		}
-		c.SetRequest(req.WithContext(ctx))
-		return next(c)
-	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
+	"github.com/sqlkube/sqlkube/apiserver/filters"
 	"github.com/sqlkube/sqlkube/apiserver/responses"
 	"github.com/sqlkube/sqlkube/apiserver/scheme"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -37,40 +38,10 @@ func isDryRun(dryRun []string) bool { return len(dryRun) > 0 }
 // maxBodyBytes is the largest request body accepted (413 beyond).
 const maxBodyBytes = 3 << 20
 
-var requestInfos = &request.RequestInfoFactory{
-	APIPrefixes:          newStringSet("api", "apis"),
-	GrouplessAPIPrefixes: newStringSet("api"),
-}
-
-// withRequestInfo parses what a request asks for (verb, resource,
-// namespace, name...) once, first in the chain as kube-apiserver does;
-// authentication, audit, limits, authorization and the handlers read it
-// from the context (400 if the path cannot be parsed).
-func withRequestInfo(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		req := c.Request()
-		info, err := requestInfos.NewRequestInfo(req)
-		if err != nil {
-			return responses.Status(c, apierrors.NewBadRequest(err.Error()))
-		}
-		c.SetRequest(req.WithContext(request.WithRequestInfo(req.Context(), info)))
-		return next(c)
-	}
-}
-
-// requestInfoOf is the request's RequestInfo: withRequestInfo's, or
-// parsed here for a request that did not pass it.
-func requestInfoOf(req *http.Request) (*request.RequestInfo, error) {
-	if info, ok := request.RequestInfoFrom(req.Context()); ok {
-		return info, nil
-	}
-	return requestInfos.NewRequestInfo(req)
-}
-
 // serveResource routes /api/... and /apis/... requests: discovery
 // documents, then the REST verbs on a resource.
 func (s *Server) serveResource(c echo.Context) error {
-	info, err := requestInfoOf(c.Request())
+	info, err := filters.RequestInfoOf(c.Request())
 	if err != nil {
 		return responses.Status(c, apierrors.NewBadRequest(err.Error()))
 	}

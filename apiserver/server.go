@@ -5,12 +5,13 @@ import (
 	"crypto"
 	"errors"
 	"fmt"
-	kubeletclient "k8s.io/kubernetes/pkg/kubelet/client"
 	"net/http"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	kubeletclient "k8s.io/kubernetes/pkg/kubelet/client"
 
 	"github.com/labstack/echo/v4"
 	"github.com/rs/zerolog"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/apiserver/pkg/server/storage"
 	k8sstorage "k8s.io/apiserver/pkg/storage"
 	"k8s.io/apiserver/pkg/storage/value"
@@ -25,6 +27,7 @@ import (
 	clientset "k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/sqlkube/sqlkube/apiserver/filters"
 	"github.com/sqlkube/sqlkube/apiserver/loopback"
 	"github.com/sqlkube/sqlkube/apiserver/openapi"
 	"github.com/sqlkube/sqlkube/apiserver/responses"
@@ -75,7 +78,7 @@ type Config struct {
 	// DefaultMaxRequestsInflight and DefaultMaxMutatingRequestsInflight.
 	MaxRequestsInflight, MaxMutatingRequestsInflight int
 	// Audit writes the audit log (NewAuditor); nil: none.
-	Audit *Auditor
+	Audit *filters.Auditor
 	// DisableAdmissionPlugins turns off some of DefaultAdmissionPlugins
 	// (all run by default), as kube-apiserver's
 	// --disable-admission-plugins.
@@ -379,13 +382,21 @@ func (s *Server) routes() *echo.Echo {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = responses.EchoError
-	e.Use(withRequestInfo, withRequestTimeout, s.authenticate)
+	// s.authn and s.authz are made after the routes (startAuth): the
+	// filters reach them through these.
+	authn := authenticator.RequestFunc(func(req *http.Request) (*authenticator.Response, bool, error) {
+		return s.authn.AuthenticateRequest(req)
+	})
+	authz := authorizer.AuthorizerFunc(func(ctx context.Context, a authorizer.Attributes) (authorizer.Decision, string, error) {
+		return s.authz.Authorize(ctx, a)
+	})
+	e.Use(filters.RequestInfo, filters.Timeout, filters.Authentication(authn, s.cfg.Authenticate))
 	if s.cfg.Audit != nil {
-		e.Use(s.cfg.Audit.middleware) // rejected requests (429 below) are audited too
+		e.Use(s.cfg.Audit.Middleware) // rejected requests (429 below) are audited too
 	}
-	e.Use(s.impersonate)
-	e.Use(newInflightLimiter(s.cfg.MaxRequestsInflight, s.cfg.MaxMutatingRequestsInflight).middleware)
-	e.Use(s.authorize)
+	e.Use(filters.Impersonation(authz))
+	e.Use(filters.NewInflightLimiter(s.cfg.MaxRequestsInflight, s.cfg.MaxMutatingRequestsInflight).Middleware)
+	e.Use(filters.Authorization(authz))
 	for _, p := range []string{"/healthz", "/livez"} {
 		e.GET(p, func(c echo.Context) error { return c.String(http.StatusOK, "ok") })
 	}

@@ -29,6 +29,7 @@ import (
 	"k8s.io/client-go/util/keyutil"
 
 	"github.com/sqlkube/sqlkube/apiserver"
+	"github.com/sqlkube/sqlkube/apiserver/filters"
 	"github.com/sqlkube/sqlkube/apiserver/pki"
 	"github.com/sqlkube/sqlkube/etcdshim"
 	"github.com/sqlkube/sqlkube/etcdshim/sqlstore"
@@ -87,8 +88,8 @@ func addAPIFlags(fl *pflag.FlagSet, f *apiFlags) {
 	fl.StringVar(&f.serviceIPs, "service-cluster-ip-range", apiserver.DefaultServiceClusterIPRange, "CIDR services' cluster IPs come from")
 	fl.StringVar(&f.nodePorts, "service-node-port-range", apiserver.DefaultServiceNodePortRange, "port range NodePort services' ports come from")
 	fl.StringVar(&f.encryption, "encryption-provider-config", "", "EncryptionConfiguration file (apiserver.config.k8s.io/v1): how resources such as secrets are encrypted at rest")
-	fl.IntVar(&f.maxInflight, "max-requests-inflight", apiserver.DefaultMaxRequestsInflight, "read-only requests served at once (429 beyond; watches, exec/proxy and system:masters are not counted; 0: no limit)")
-	fl.IntVar(&f.maxMutating, "max-mutating-requests-inflight", apiserver.DefaultMaxMutatingRequestsInflight, "mutating requests served at once (429 beyond; 0: no limit)")
+	fl.IntVar(&f.maxInflight, "max-requests-inflight", filters.DefaultMaxRequestsInflight, "read-only requests served at once (429 beyond; watches, exec/proxy and system:masters are not counted; 0: no limit)")
+	fl.IntVar(&f.maxMutating, "max-mutating-requests-inflight", filters.DefaultMaxMutatingRequestsInflight, "mutating requests served at once (429 beyond; 0: no limit)")
 	fl.StringVar(&f.auditLog, "audit-log-path", "", "write the audit log (audit.k8s.io/v1 Events, JSON lines) to this file; - for stdout (empty: off)")
 	fl.StringVar(&f.auditPolicy, "audit-policy-file", "", "audit.k8s.io/v1 Policy of what is logged at which level (default: every request at Metadata)")
 	fl.StringVar(&f.advertise, "advertise-address", "", "IP the kubernetes service's endpoints name for this server (default: --bind-address, or the host's address if that is unspecified)")
@@ -500,7 +501,7 @@ func serveAPI(ctx context.Context, f *apiFlags, client *kubernetes.Client, stora
 
 // newAuditor opens --audit-log-path (nil when it is empty). The file is
 // appended to and stays open for the life of the process.
-func newAuditor(f *apiFlags, stdout io.Writer) (*apiserver.Auditor, error) {
+func newAuditor(f *apiFlags, stdout io.Writer) (*filters.Auditor, error) {
 	if f.auditLog == "" {
 		if f.auditPolicy != "" {
 			return nil, errors.New("--audit-policy-file needs --audit-log-path")
@@ -515,7 +516,7 @@ func newAuditor(f *apiFlags, stdout io.Writer) (*apiserver.Auditor, error) {
 		}
 		w = file
 	}
-	return apiserver.NewAuditor(apiserver.AuditOptions{Out: w, PolicyFile: f.auditPolicy})
+	return filters.NewAuditor(filters.AuditOptions{Out: w, PolicyFile: f.auditPolicy})
 }
 
 // writeKubeconfig writes the admin kubeconfig (CA and client certificate

@@ -1,4 +1,4 @@
-package apiserver
+package filters
 
 import (
 	"bytes"
@@ -88,12 +88,12 @@ func sensitive(info *request.RequestInfo) bool {
 	return false
 }
 
-// middleware runs after authentication (the user is in the context).
-func (a *Auditor) middleware(next echo.HandlerFunc) echo.HandlerFunc {
+// Middleware runs after Authentication (the user is in the context).
+func (a *Auditor) Middleware(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		req := c.Request()
 		received := time.Now()
-		info, err := requestInfoOf(req)
+		info, err := RequestInfoOf(req)
 		if err != nil {
 			info = &request.RequestInfo{Path: req.URL.Path, Verb: req.Method}
 		}
@@ -112,7 +112,7 @@ func (a *Auditor) middleware(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		ev := newAuditEvent(req, info, u, level, received)
 		c.Response().Header().Set(auditinternal.HeaderAuditID, string(ev.AuditID))
-		longRunning := info.Verb == "watch" || longRunningSubresources.Has(info.Subresource)
+		longRunning := info.Verb == "watch" || LongRunningSubresources.Has(info.Subresource)
 		if level.GreaterOrEqual(auditinternal.LevelRequest) && !longRunning {
 			ev.RequestObject = readAuditBody(req)
 		}
@@ -124,7 +124,7 @@ func (a *Auditor) middleware(next echo.HandlerFunc) echo.HandlerFunc {
 		if longRunning {
 			c.Response().Before(func() {
 				started := *ev
-				started.ImpersonatedUser = auditUserInfo(impersonatedUser(c))
+				started.ImpersonatedUser = auditUserInfo(ImpersonatedUser(c))
 				started.Stage = auditinternal.StageResponseStarted
 				started.StageTimestamp = metav1.NewMicroTime(time.Now())
 				started.ResponseStatus = &metav1.Status{Code: int32(c.Response().Status)}
@@ -135,7 +135,7 @@ func (a *Auditor) middleware(next echo.HandlerFunc) echo.HandlerFunc {
 			c.Error(err) // the error handler writes the Status, so its code is known
 		}
 		ev.Stage = auditinternal.StageResponseComplete
-		ev.ImpersonatedUser = auditUserInfo(impersonatedUser(c))
+		ev.ImpersonatedUser = auditUserInfo(ImpersonatedUser(c))
 		ev.StageTimestamp = metav1.NewMicroTime(time.Now())
 		ev.ResponseStatus = &metav1.Status{Code: int32(c.Response().Status)}
 		if st, ok := c.Get(responses.StatusKey).(metav1.Status); ok && st.Status == metav1.StatusFailure {

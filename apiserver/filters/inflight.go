@@ -1,4 +1,4 @@
-package apiserver
+package filters
 
 import (
 	"slices"
@@ -19,10 +19,10 @@ const (
 	DefaultMaxMutatingRequestsInflight = 200
 )
 
-// longRunningSubresources are served for as long as the client stays, so
+// LongRunningSubresources are served for as long as the client stays, so
 // they hold no in-flight slot (as kube-apiserver's
 // --long-running-request-regexp default).
-var longRunningSubresources = sets.New("attach", "exec", "proxy", "log", "portforward")
+var LongRunningSubresources = sets.New("attach", "exec", "proxy", "log", "portforward")
 
 // readOnlyVerbs share the read-only budget; every other verb is mutating.
 var readOnlyVerbs = sets.New("get", "list", "watch")
@@ -31,7 +31,7 @@ var readOnlyVerbs = sets.New("get", "list", "watch")
 // mutating apart, like kube-apiserver's max-in-flight filter: a request
 // over its budget is answered at once with 429 TooManyRequests and
 // Retry-After: 1. Watches and the long-running subresources are not
-// counted, nor are health probes (publicPaths) and requests of system:masters (the admin, and the
+// counted, nor are health probes (PublicPaths) and requests of system:masters (the admin, and the
 // loopback identity of the server's own controllers), which are never
 // limited. A budget of 0 or less means no limit.
 //
@@ -50,7 +50,7 @@ type heldKey struct {
 	mutating bool
 }
 
-func newInflightLimiter(readOnly, mutating int) *inflightLimiter {
+func NewInflightLimiter(readOnly, mutating int) *inflightLimiter {
 	l := &inflightLimiter{held: map[heldKey]int{}}
 	if readOnly > 0 {
 		l.readOnly = make(chan struct{}, readOnly)
@@ -61,24 +61,24 @@ func newInflightLimiter(readOnly, mutating int) *inflightLimiter {
 	return l
 }
 
-// middleware runs after authentication (the user is in the context).
-func (l *inflightLimiter) middleware(next echo.HandlerFunc) echo.HandlerFunc {
+// Middleware runs after Authentication (the user is in the context).
+func (l *inflightLimiter) Middleware(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		if l.readOnly == nil && l.mutating == nil {
 			return next(c)
 		}
 		req := c.Request()
-		if publicPaths[req.URL.Path] {
+		if PublicPaths[req.URL.Path] {
 			return next(c) // health probes answer under load too
 		}
 		if u, ok := request.UserFrom(req.Context()); ok && exemptFromLimits(u) {
 			return next(c)
 		}
-		info, err := requestInfoOf(req)
+		info, err := RequestInfoOf(req)
 		if err != nil {
 			return next(c) // the handler answers 400
 		}
-		if info.Verb == "watch" || (info.IsResourceRequest && longRunningSubresources.Has(info.Subresource)) {
+		if info.Verb == "watch" || (info.IsResourceRequest && LongRunningSubresources.Has(info.Subresource)) {
 			return next(c)
 		}
 		slots := l.mutating

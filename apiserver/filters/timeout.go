@@ -1,4 +1,4 @@
-package apiserver
+package filters
 
 import (
 	"context"
@@ -16,13 +16,13 @@ import (
 // instead of holding it.
 const DefaultRequestTimeout = time.Minute
 
-// withRequestTimeout gives a request that is not long-running a deadline:
+// Timeout gives a request that is not long-running a deadline:
 // DefaultRequestTimeout, or the request's ?timeout= when shorter.
-func withRequestTimeout(next echo.HandlerFunc) echo.HandlerFunc {
+func Timeout(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		req := c.Request()
 		info, _ := request.RequestInfoFrom(req.Context())
-		if httpstream.IsUpgradeRequest(req) || info == nil || info.Verb == "watch" || longRunningSubresources.Has(info.Subresource) {
+		if httpstream.IsUpgradeRequest(req) || info == nil || info.Verb == "watch" || LongRunningSubresources.Has(info.Subresource) {
 			return next(c)
 		}
 		d := DefaultRequestTimeout

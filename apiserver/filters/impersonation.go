@@ -1,4 +1,4 @@
-package apiserver
+package filters
 
 import (
 	"fmt"
@@ -11,6 +11,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/apiserver/pkg/endpoints/filters"
 	"k8s.io/apiserver/pkg/endpoints/request"
 )
@@ -19,7 +20,7 @@ import (
 // as (user.Info) in the echo context, for the audit log.
 const impersonatedUserKey = "sqlkube.impersonatedUser"
 
-// impersonate lets a caller act as another user with the Impersonate-User,
+// Impersonation lets a caller act as another user with the Impersonate-User,
 // -Group, -Uid and -Extra-* headers, through Kubernetes' own filter
 // (filters.WithImpersonation): the authorizer must allow the caller the
 // impersonate verb on each users, groups, serviceaccounts, uids and
@@ -33,27 +34,29 @@ const impersonatedUserKey = "sqlkube.impersonatedUser"
 //
 // Headers the filter cannot use (a group, uid or extra without a user)
 // are 400 Bad Request here, where kube-apiserver answers 500.
-func (s *Server) impersonate(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		req := c.Request()
-		asked, err := impersonationAsked(req.Header)
-		if err != nil {
-			return responses.Status(c, apierrors.NewBadRequest(err.Error()))
-		}
-		if !asked {
-			return next(c)
-		}
-		caller, _ := request.UserFrom(req.Context())
-		var nextErr error
-		inner := http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
-			if u, ok := request.UserFrom(r.Context()); ok && u != caller {
-				c.Set(impersonatedUserKey, u)
+func Impersonation(authz authorizer.Authorizer) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			req := c.Request()
+			asked, err := impersonationAsked(req.Header)
+			if err != nil {
+				return responses.Status(c, apierrors.NewBadRequest(err.Error()))
 			}
-			c.SetRequest(r)
-			nextErr = next(c)
-		})
-		filters.WithImpersonation(inner, s.authz, scheme.Codecs).ServeHTTP(c.Response(), req)
-		return nextErr
+			if !asked {
+				return next(c)
+			}
+			caller, _ := request.UserFrom(req.Context())
+			var nextErr error
+			inner := http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+				if u, ok := request.UserFrom(r.Context()); ok && u != caller {
+					c.Set(impersonatedUserKey, u)
+				}
+				c.SetRequest(r)
+				nextErr = next(c)
+			})
+			filters.WithImpersonation(inner, authz, scheme.Codecs).ServeHTTP(c.Response(), req)
+			return nextErr
+		}
 	}
 }
 
@@ -79,9 +82,9 @@ func impersonationAsked(h http.Header) (bool, error) {
 	return hasUser, nil
 }
 
-// impersonatedUser is the user a request acts as through impersonation,
+// ImpersonatedUser is the user a request acts as through impersonation,
 // or nil.
-func impersonatedUser(c echo.Context) user.Info {
+func ImpersonatedUser(c echo.Context) user.Info {
 	u, _ := c.Get(impersonatedUserKey).(user.Info)
 	return u
 }

@@ -1,4 +1,4 @@
-package apiserver
+package filters
 
 import (
 	"encoding/json"
@@ -28,7 +28,7 @@ func limitedServer(t *testing.T, readOnly, mutating int) (url string, entered ch
 			return next(c)
 		}
 	})
-	e.Use(newInflightLimiter(readOnly, mutating).middleware)
+	e.Use(NewInflightLimiter(readOnly, mutating).Middleware)
 	e.Any("/*", func(c echo.Context) error {
 		if c.Request().Header.Get("X-Hold") != "" {
 			entered <- struct{}{}

@@ -1,4 +1,4 @@
-package apiserver
+package filters
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 // none.
 func TestWithRequestTimeout(t *testing.T) {
 	e := echo.New()
-	e.Use(withRequestInfo, withRequestTimeout)
+	e.Use(RequestInfo, Timeout)
 	deadlines := make(chan time.Duration, 1)
 	e.Any("/*", func(c echo.Context) error {
 		d, ok := c.Request().Context().Deadline()

@@ -1,0 +1,58 @@
+package filters
+
+import (
+	"github.com/labstack/echo/v4"
+	"github.com/sqlkube/sqlkube/apiserver/loopback"
+	"github.com/sqlkube/sqlkube/apiserver/responses"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apiserver/pkg/authentication/authenticator"
+	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/apiserver/pkg/endpoints/request"
+)
+
+// PublicPaths may be read without credentials, as on kubeadm clusters.
+var PublicPaths = map[string]bool{
+	"/healthz": true, "/livez": true, "/readyz": true, "/version": true,
+	// Where joining nodes find the cluster (kubeadm's discovery): RBAC lets
+	// system:anonymous get only this ConfigMap.
+	"/api/v1/namespaces/kube-public/configmaps/cluster-info": true,
+}
+
+// unsecuredUser is who unauthenticated requests act as when the server
+// runs without authentication (tests, or behind a proxy that
+// authenticates): a member of system:masters.
+var unsecuredUser = &user.DefaultInfo{Name: "system:unsecured", Groups: []string{user.SystemPrivilegedGroup, user.AllAuthenticated}}
+
+// anonymousUser is who reads PublicPaths without credentials.
+var anonymousUser = &user.DefaultInfo{Name: user.Anonymous, Groups: []string{user.AllUnauthenticated}}
+
+// Authentication identifies the caller: the loopback connection is the
+// server itself; otherwise the authenticator decides. Without
+// credentials only PublicPaths are served (401 otherwise), unless
+// authentication is not required.
+func Authentication(authn authenticator.Request, required bool) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			req := c.Request()
+			var u user.Info
+			switch resp, ok, err := authn.AuthenticateRequest(req); {
+			case loopback.IsLoopback(req.Context()):
+				u = loopback.User
+			case ok:
+				u = resp.User
+				// Credentials go no further than here.
+				req.Header.Del("Authorization")
+			case err != nil && required:
+				return responses.Status(c, apierrors.NewUnauthorized("Unauthorized"))
+			case !required:
+				u = unsecuredUser
+			case PublicPaths[req.URL.Path]:
+				u = anonymousUser
+			default:
+				return responses.Status(c, apierrors.NewUnauthorized("Unauthorized"))
+			}
+			c.SetRequest(req.WithContext(request.WithUser(req.Context(), u)))
+			return next(c)
+		}
+	}
+}
