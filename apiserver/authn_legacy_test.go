@@ -14,7 +14,7 @@ import (
 	"k8s.io/klog/v2"
 	serviceaccountcontroller "k8s.io/kubernetes/pkg/controller/serviceaccount"
 
-	"github.com/sqlkube/sqlkube/apiserver"
+	"github.com/sqlkube/sqlkube/apiserver/authn"
 )
 
 // A secret-based (legacy) service-account token, filled in by Kubernetes'
@@ -25,7 +25,7 @@ func TestAuthn_LegacyServiceAccountToken(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	loop := kubernetes.NewForConfigOrDie(s.api.Loopback())
 	factory := informers.NewSharedInformerFactory(loop, 0)
-	gen, err := apiserver.LegacyTokenGenerator(s.key)
+	gen, err := authn.LegacyTokenGenerator(s.key)
 	if err != nil {
 		t.Fatal(err)
 	}

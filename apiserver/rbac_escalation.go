@@ -9,6 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/kubernetes/pkg/apis/rbac"
 	rbacregistry "k8s.io/kubernetes/pkg/registry/rbac"
 	rbacvalidation "k8s.io/kubernetes/pkg/registry/rbac/validation"
@@ -33,58 +34,57 @@ var fullAuthority = []rbacv1.PolicyRule{
 // Members of system:masters may do anything; without RBAC (AlwaysAllow)
 // there is nothing to check. old is nil on create; an update that changes
 // only what garbage collection changes (owners, finalizers) is not checked.
-func (h *handler) checkEscalation(obj, old runtime.Object) error {
-	resolver := h.s.authz.resolver
-	if resolver == nil || h.r.GVK.Group != rbacv1.GroupName || rbacregistry.EscalationAllowed(h.ctx) {
+func (a *authz) checkEscalation(ctx context.Context, gr schema.GroupResource, obj, old runtime.Object) error {
+	resolver := a.resolver
+	if resolver == nil || gr.Group != rbacv1.GroupName || rbacregistry.EscalationAllowed(ctx) {
 		return nil
 	}
 	if old != nil && onlyGCFieldsChanged(obj, old) {
 		return nil
 	}
-	ctx := h.ctx
 	switch o := obj.(type) {
 	case *rbacv1.Role:
-		if rbacregistry.RoleEscalationAuthorized(ctx, h.s.authz) {
+		if rbacregistry.RoleEscalationAuthorized(ctx, a) {
 			return nil
 		}
-		return h.confirmNoEscalation(ctx, resolver, o.Name, o.Rules)
+		return confirmNoEscalation(ctx, resolver, gr, o.Name, o.Rules)
 	case *rbacv1.ClusterRole:
-		if rbacregistry.RoleEscalationAuthorized(ctx, h.s.authz) {
+		if rbacregistry.RoleEscalationAuthorized(ctx, a) {
 			return nil
 		}
-		if err := h.confirmNoEscalation(ctx, resolver, o.Name, o.Rules); err != nil {
+		if err := confirmNoEscalation(ctx, resolver, gr, o.Name, o.Rules); err != nil {
 			return err
 		}
 		oldRole, _ := old.(*rbacv1.ClusterRole)
 		if hasAggregationRule(o) || oldRole != nil && hasAggregationRule(oldRole) {
 			if rbacvalidation.ConfirmNoEscalation(ctx, resolver, fullAuthority) != nil {
-				return apierrors.NewForbidden(h.r.GroupResource(), o.Name, errors.New("must have cluster-admin privileges to use the aggregationRule"))
+				return apierrors.NewForbidden(gr, o.Name, errors.New("must have cluster-admin privileges to use the aggregationRule"))
 			}
 		}
 		return nil
 	case *rbacv1.RoleBinding:
-		return h.checkBinding(ctx, resolver, o.Name, o.RoleRef, o.Namespace)
+		return a.checkBinding(ctx, resolver, gr, o.Name, o.RoleRef, o.Namespace)
 	case *rbacv1.ClusterRoleBinding:
-		return h.checkBinding(ctx, resolver, o.Name, o.RoleRef, "")
+		return a.checkBinding(ctx, resolver, gr, o.Name, o.RoleRef, "")
 	}
 	return nil
 }
 
-func (h *handler) checkBinding(ctx context.Context, resolver *rbacvalidation.DefaultRuleResolver, name string, ref rbacv1.RoleRef, namespace string) error {
+func (a *authz) checkBinding(ctx context.Context, resolver *rbacvalidation.DefaultRuleResolver, gr schema.GroupResource, name string, ref rbacv1.RoleRef, namespace string) error {
 	internalRef := rbac.RoleRef{APIGroup: ref.APIGroup, Kind: ref.Kind, Name: ref.Name}
-	if rbacregistry.BindingAuthorized(ctx, internalRef, namespace, h.s.authz) {
+	if rbacregistry.BindingAuthorized(ctx, internalRef, namespace, a) {
 		return nil
 	}
 	rules, err := resolver.GetRoleReferenceRules(ctx, ref, namespace)
 	if err != nil && !apierrors.IsNotFound(err) {
 		return apierrors.NewInternalError(err)
 	}
-	return h.confirmNoEscalation(ctx, resolver, name, rules)
+	return confirmNoEscalation(ctx, resolver, gr, name, rules)
 }
 
-func (h *handler) confirmNoEscalation(ctx context.Context, resolver *rbacvalidation.DefaultRuleResolver, name string, rules []rbacv1.PolicyRule) error {
+func confirmNoEscalation(ctx context.Context, resolver *rbacvalidation.DefaultRuleResolver, gr schema.GroupResource, name string, rules []rbacv1.PolicyRule) error {
 	if err := rbacvalidation.ConfirmNoEscalation(ctx, resolver, rules); err != nil {
-		return apierrors.NewForbidden(h.r.GroupResource(), name, err)
+		return apierrors.NewForbidden(gr, name, err)
 	}
 	return nil
 }

@@ -27,6 +27,7 @@ import (
 	clientset "k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/sqlkube/sqlkube/apiserver/authn"
 	"github.com/sqlkube/sqlkube/apiserver/filters"
 	"github.com/sqlkube/sqlkube/apiserver/loopback"
 	"github.com/sqlkube/sqlkube/apiserver/openapi"
@@ -137,7 +138,7 @@ type Server struct {
 	// strategies that read other objects.
 	client clientset.Interface
 	// serviceAccounts is nil without a signing key.
-	serviceAccounts *serviceAccounts
+	serviceAccounts *authn.ServiceAccounts
 	// tokenReviewer authenticates TokenReviews' tokens (nil without any
 	// token authenticator); nodeRestriction admits nodes' writes.
 	tokenReviewer   authenticator.Request
@@ -247,23 +248,25 @@ func (s *Server) startAuth() error {
 	// only (TokenReviews may ask for others).
 	var tokens []authenticator.Token
 	if s.cfg.TokenAuthFile != "" {
-		st, err := loadTokenFile(s.cfg.TokenAuthFile)
+		st, err := authn.LoadTokenFile(s.cfg.TokenAuthFile)
 		if err != nil {
 			return fmt.Errorf("apiserver: %w", err)
 		}
 		tokens = append(tokens, authenticator.WrapAudienceAgnosticToken(s.apiAudiences(), st))
 	}
 	if s.cfg.ServiceAccountKey != nil {
-		if s.serviceAccounts, err = newServiceAccounts(s.cfg.ServiceAccountKey, s.cfg.ServiceAccountIssuer, s.cfg.ServiceAccountTokenCacheTTL, client); err != nil {
+		if s.serviceAccounts, err = authn.NewServiceAccounts(s.cfg.ServiceAccountKey, s.cfg.ServiceAccountIssuer, s.cfg.ServiceAccountTokenCacheTTL, client); err != nil {
 			return fmt.Errorf("apiserver: %w", err)
 		}
-		tokens = append(tokens, s.serviceAccounts.tokens)
+		tokens = append(tokens, s.serviceAccounts.Tokens)
 	}
 	if s.cfg.Authenticate {
-		tokens = append(tokens, authenticator.WrapAudienceAgnosticToken(s.apiAudiences(), s.startBootstrapTokens(client)))
+		bootstrap, stop, ready := authn.StartBootstrapTokens(client)
+		s.stops, s.ready = append(s.stops, stop), append(s.ready, ready)
+		tokens = append(tokens, authenticator.WrapAudienceAgnosticToken(s.apiAudiences(), bootstrap))
 	}
-	s.authn = newAuthenticator(tokens...)
-	s.tokenReviewer = newTokenReviewer(tokens...)
+	s.authn = authn.NewAuthenticator(tokens...)
+	s.tokenReviewer = authn.NewTokenReviewer(tokens...)
 	stop := make(chan struct{})
 	// Admission's informers are requested before the factory starts.
 	if s.admission, err = s.newAdmission(client, stop); err != nil {
@@ -293,6 +296,11 @@ func (s *Server) startAuth() error {
 		return true
 	})
 	return nil
+}
+
+// apiAudiences are the audiences the API accepts tokens for.
+func (s *Server) apiAudiences() authenticator.Audiences {
+	return authn.APIAudiences(s.cfg.ServiceAccountIssuer)
 }
 
 // closedChan makes WaitForCacheSync answer at once.

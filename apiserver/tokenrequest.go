@@ -68,7 +68,7 @@ func (h *handler) createToken() error {
 		req.Spec.ExpirationSeconds = &secs
 	}
 	if len(req.Spec.Audiences) == 0 {
-		req.Spec.Audiences = []string{sas.issuer}
+		req.Spec.Audiences = []string{sas.Issuer}
 	}
 	if errs := validateTokenRequest(req); len(errs) > 0 {
 		return h.fail(apierrors.NewInvalid(tokenRequestGVK.GroupKind(), h.info.Name, errs))
@@ -119,7 +119,7 @@ func (h *handler) createToken() error {
 	out.CreationTimestamp = metav1.Now()
 	out.Status.ExpirationTimestamp = metav1.NewTime(claims.Expiry.Time())
 	if !isDryRun(opts.DryRun) {
-		if out.Status.Token, err = sas.generator.GenerateToken(h.ctx, claims, private); err != nil {
+		if out.Status.Token, err = sas.Generator.GenerateToken(h.ctx, claims, private); err != nil {
 			return h.fail(apierrors.NewInternalError(err))
 		}
 	}

@@ -29,6 +29,7 @@ import (
 	"k8s.io/client-go/util/keyutil"
 
 	"github.com/sqlkube/sqlkube/apiserver"
+	"github.com/sqlkube/sqlkube/apiserver/authn"
 	"github.com/sqlkube/sqlkube/apiserver/filters"
 	"github.com/sqlkube/sqlkube/apiserver/pki"
 	"github.com/sqlkube/sqlkube/etcdshim"
@@ -98,7 +99,7 @@ func addAPIFlags(fl *pflag.FlagSet, f *apiFlags) {
 	fl.StringVar(&f.tokenFile, "token-file", "", "file holding the cluster token (instead of --token, which other users can see in the process list)")
 	fl.StringVar(&f.tokenAuthFile, "token-auth-file", "", "CSV of static bearer tokens: token,user,uid,\"group1,group2\"")
 	fl.StringVar(&f.saSigningKeyFile, "service-account-signing-key-file", "", "private key that signs service-account tokens (default: generated under DATA_DIR/tls)")
-	fl.StringVar(&f.saIssuer, "service-account-issuer", apiserver.DefaultServiceAccountIssuer, "issuer (and default audience) of service-account tokens")
+	fl.StringVar(&f.saIssuer, "service-account-issuer", authn.DefaultServiceAccountIssuer, "issuer (and default audience) of service-account tokens")
 	fl.StringVar(&f.authorizationMode, "authorization-mode", apiserver.AuthorizationRBAC, "RBAC, or AlwaysAllow (development only)")
 	fl.StringSliceVar(&f.disableAdmission, "disable-admission-plugins", nil, fmt.Sprintf("admission plugins to turn off (all run by default, in this order: %s)", strings.Join(apiserver.DefaultAdmissionPlugins(), ",")))
 	fl.StringVar(&f.pprofAddress, "pprof-address", "", "serve net/http/pprof here (debugging)")

@@ -1,4 +1,4 @@
-package apiserver
+package authn
 
 import (
 	"net/http"
@@ -27,10 +27,10 @@ var clientCertificate = authenticator.RequestFunc(func(req *http.Request) (*auth
 	}}, true, nil
 })
 
-// newAuthenticator joins the configured ways in: client certificates,
+// NewAuthenticator joins the configured ways in: client certificates,
 // then bearer tokens (static, service account, bootstrap); any that
 // succeeds wins and the user joins system:authenticated.
-func newAuthenticator(tokens ...authenticator.Token) authenticator.Request {
+func NewAuthenticator(tokens ...authenticator.Token) authenticator.Request {
 	ways := []authenticator.Request{clientCertificate}
 	var present []authenticator.Token
 	for _, t := range tokens {
@@ -44,10 +44,10 @@ func newAuthenticator(tokens ...authenticator.Token) authenticator.Request {
 	return group.NewAuthenticatedGroupAdder(requestunion.New(ways...))
 }
 
-// newTokenReviewer authenticates the tokens of TokenReviews with the
+// NewTokenReviewer authenticates the tokens of TokenReviews with the
 // server's token authenticators (not client certificates); nil without
 // any.
-func newTokenReviewer(tokens ...authenticator.Token) authenticator.Request {
+func NewTokenReviewer(tokens ...authenticator.Token) authenticator.Request {
 	var present []authenticator.Token
 	for _, t := range tokens {
 		if t != nil {
@@ -60,11 +60,12 @@ func newTokenReviewer(tokens ...authenticator.Token) authenticator.Request {
 	return group.NewAuthenticatedGroupAdder(bearertoken.New(tokenunion.New(present...)))
 }
 
-// apiAudiences are the audiences the API accepts tokens for: the
-// service-account issuer, as kube-apiserver defaults --api-audiences.
-func (s *Server) apiAudiences() authenticator.Audiences {
-	if s.cfg.ServiceAccountIssuer != "" {
-		return authenticator.Audiences{s.cfg.ServiceAccountIssuer}
+// APIAudiences are the audiences the API accepts tokens for: the
+// service-account issuer, as kube-apiserver defaults --api-audiences
+// (DefaultServiceAccountIssuer when issuer is empty).
+func APIAudiences(issuer string) authenticator.Audiences {
+	if issuer != "" {
+		return authenticator.Audiences{issuer}
 	}
 	return authenticator.Audiences{DefaultServiceAccountIssuer}
 }

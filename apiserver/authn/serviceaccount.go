@@ -1,4 +1,4 @@
-package apiserver
+package authn
 
 import (
 	"context"
@@ -21,17 +21,20 @@ const DefaultServiceAccountIssuer = "https://kubernetes.default.svc.cluster.loca
 // legacyIssuer is the issuer of secret-based service-account tokens.
 const legacyIssuer = "kubernetes/serviceaccount"
 
-// serviceAccounts signs and checks service-account tokens with the
+// ServiceAccounts signs and checks service-account tokens with the
 // cluster's key.
-type serviceAccounts struct {
-	issuer    string
-	generator serviceaccount.TokenGenerator
+type ServiceAccounts struct {
+	Issuer    string
+	Generator serviceaccount.TokenGenerator
 	// tokens authenticates bound tokens (TokenRequest) and legacy
 	// secret-based ones, which stop working once their secret is gone.
-	tokens authenticator.Token
+	Tokens authenticator.Token
 }
 
-func newServiceAccounts(key crypto.Signer, issuer string, cacheTTL time.Duration, client kubernetes.Interface) (*serviceAccounts, error) {
+// NewServiceAccounts signs tokens as issuer (DefaultServiceAccountIssuer
+// when empty) with key; its Tokens read accounts, pods, secrets and nodes
+// through client and trust a checked token for cacheTTL.
+func NewServiceAccounts(key crypto.Signer, issuer string, cacheTTL time.Duration, client kubernetes.Interface) (*ServiceAccounts, error) {
 	if issuer == "" {
 		issuer = DefaultServiceAccountIssuer
 	}
@@ -59,7 +62,7 @@ func newServiceAccounts(key crypto.Signer, issuer string, cacheTTL time.Duration
 	case cacheTTL > 0:
 		tokens = tokencache.New(tokens, false, cacheTTL, 0)
 	}
-	return &serviceAccounts{issuer: issuer, generator: gen, tokens: tokens}, nil
+	return &ServiceAccounts{Issuer: issuer, Generator: gen, Tokens: tokens}, nil
 }
 
 // tokenUnion tries each token authenticator in turn, ignoring the errors

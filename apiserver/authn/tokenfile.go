@@ -1,4 +1,4 @@
-package apiserver
+package authn
 
 import (
 	"context"
@@ -28,9 +28,9 @@ type staticToken struct {
 	user *user.DefaultInfo
 }
 
-// loadTokenFile reads a CSV of token,user,uid[,"group1,group2"] lines (as
+// LoadTokenFile reads a CSV of token,user,uid[,"group1,group2"] lines (as
 // kube-apiserver's --token-auth-file; lines starting with # are skipped).
-func loadTokenFile(path string) (*staticTokens, error) {
+func LoadTokenFile(path string) (*staticTokens, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
