@@ -26,14 +26,15 @@ const legacyIssuer = "kubernetes/serviceaccount"
 type ServiceAccounts struct {
 	Issuer    string
 	Generator serviceaccount.TokenGenerator
-	// tokens authenticates bound tokens (TokenRequest) and legacy
+	// Tokens authenticates bound tokens (TokenRequest) and legacy
 	// secret-based ones, which stop working once their secret is gone.
 	Tokens authenticator.Token
 }
 
 // NewServiceAccounts signs tokens as issuer (DefaultServiceAccountIssuer
 // when empty) with key; its Tokens read accounts, pods, secrets and nodes
-// through client and trust a checked token for cacheTTL.
+// through client and trust a checked token for cacheTTL (0: 10 s;
+// negative: every time checked again).
 func NewServiceAccounts(key crypto.Signer, issuer string, cacheTTL time.Duration, client kubernetes.Interface) (*ServiceAccounts, error) {
 	if issuer == "" {
 		issuer = DefaultServiceAccountIssuer
