@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/sqlkube/sqlkube/apiserver/authz"
 	"github.com/sqlkube/sqlkube/apiserver/scheme"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apiserver/pkg/admission"
@@ -28,11 +29,11 @@ type nodeRestriction struct{ plugin *noderestriction.Plugin }
 // nodes, service accounts, and the PVCs, PVs and CSI drivers of its
 // service-account audience check; request before factory starts) and the
 // server's authorizer.
-func newNodeRestriction(factory informers.SharedInformerFactory, authz authorizer.Authorizer) (*nodeRestriction, error) {
-	p := noderestriction.NewPlugin(nodeIdentifier)
+func newNodeRestriction(factory informers.SharedInformerFactory, a authorizer.Authorizer) (*nodeRestriction, error) {
+	p := noderestriction.NewPlugin(authz.NodeIdentifier)
 	p.InspectFeatureGates(utilfeature.DefaultFeatureGate)
 	p.SetExternalKubeInformerFactory(factory)
-	p.SetAuthorizer(authz)
+	p.SetAuthorizer(a)
 	if err := p.ValidateInitialization(); err != nil {
 		return nil, fmt.Errorf("apiserver: %w", err)
 	}
@@ -59,7 +60,7 @@ func (h *handler) admitNodeWrite(op admission.Operation, obj, old runtime.Object
 	if !ok {
 		return nil
 	}
-	if _, node := isNode(u); !node || h.s.nodeRestriction == nil {
+	if _, node := authz.IsNode(u); !node || h.s.nodeRestriction == nil {
 		return nil
 	}
 	internal := func(o runtime.Object) runtime.Object {

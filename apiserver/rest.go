@@ -452,7 +452,7 @@ func (h *handler) prepareNew(obj runtime.Object) (runtime.Object, error) {
 		return nil, apierrors.NewInvalid(h.r.GVK.GroupKind(), m.GetName(), res.errs)
 	}
 	h.warnAll(res.warnings)
-	if err := h.s.authz.checkEscalation(h.ctx, h.r.GroupResource(), res.obj, nil); err != nil {
+	if err := h.s.authz.CheckEscalation(h.ctx, h.r.GroupResource(), res.obj, nil); err != nil {
 		return nil, err
 	}
 	return res.obj, nil
@@ -525,7 +525,7 @@ func (h *handler) prepareChanged(existing, updated runtime.Object) (_ runtime.Ob
 	if updated, err = h.runUpdateStrategy("", existing, updated); err != nil {
 		return nil, nil, err
 	}
-	if err := h.s.authz.checkEscalation(h.ctx, h.r.GroupResource(), updated, existing); err != nil {
+	if err := h.s.authz.CheckEscalation(h.ctx, h.r.GroupResource(), updated, existing); err != nil {
 		return nil, nil, err
 	}
 	if h.r.Admit != nil {

@@ -50,7 +50,7 @@ func reviewResources() []*Resource {
 			func(s *Server) rest.Creater { return selfsubjectaccessreview.NewREST(s.authz) }),
 		review(authz.WithKind("SelfSubjectRulesReview"), "selfsubjectrulesreviews", false,
 			func() runtime.Object { return &authorizationv1.SelfSubjectRulesReview{} },
-			func(s *Server) rest.Creater { return selfsubjectrulesreview.NewREST(s.authz.rules) }),
+			func(s *Server) rest.Creater { return selfsubjectrulesreview.NewREST(s.authz.Rules) }),
 		review(authn.WithKind("SelfSubjectReview"), "selfsubjectreviews", false,
 			func() runtime.Object { return &authenticationv1.SelfSubjectReview{} },
 			func(*Server) rest.Creater { return selfsubjectreview.NewREST() }),

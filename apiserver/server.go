@@ -28,6 +28,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/sqlkube/sqlkube/apiserver/authn"
+	"github.com/sqlkube/sqlkube/apiserver/authz"
 	"github.com/sqlkube/sqlkube/apiserver/filters"
 	"github.com/sqlkube/sqlkube/apiserver/loopback"
 	"github.com/sqlkube/sqlkube/apiserver/openapi"
@@ -67,8 +68,8 @@ type Config struct {
 	// token is trusted without reading its account again (0: 10 s, as
 	// kube-apiserver; negative: never).
 	ServiceAccountTokenCacheTTL time.Duration
-	// AuthorizationMode is AuthorizationRBAC (default) or
-	// AuthorizationAlwaysAllow.
+	// AuthorizationMode is authz.ModeRBAC (default) or
+	// authz.ModeAlwaysAllow.
 	AuthorizationMode string
 	// Transformers encrypt the stored values of the resources they name
 	// (LoadEncryptionConfig); nil: every value is stored as it is.
@@ -133,7 +134,7 @@ type Server struct {
 	loopback  *rest.Config
 	informers informers.SharedInformerFactory
 	authn     authenticator.Request
-	authz     *authz
+	authz     *authz.Authorizer
 	// client is a clientset over loopback (nil until started), for the
 	// strategies that read other objects.
 	client clientset.Interface
@@ -238,7 +239,7 @@ func (s *Server) startAuth() error {
 	}
 	s.client = client
 	s.informers = informers.NewSharedInformerFactory(client, 0)
-	if s.authz, err = newAuthorizer(s.cfg.AuthorizationMode, s.informers); err != nil {
+	if s.authz, err = authz.New(s.cfg.AuthorizationMode, s.informers); err != nil {
 		return err
 	}
 	if s.nodeRestriction, err = newNodeRestriction(s.informers, s.authz); err != nil {
@@ -395,16 +396,16 @@ func (s *Server) routes() *echo.Echo {
 	authn := authenticator.RequestFunc(func(req *http.Request) (*authenticator.Response, bool, error) {
 		return s.authn.AuthenticateRequest(req)
 	})
-	authz := authorizer.AuthorizerFunc(func(ctx context.Context, a authorizer.Attributes) (authorizer.Decision, string, error) {
+	authorize := authorizer.AuthorizerFunc(func(ctx context.Context, a authorizer.Attributes) (authorizer.Decision, string, error) {
 		return s.authz.Authorize(ctx, a)
 	})
 	e.Use(filters.RequestInfo, filters.Timeout, filters.Authentication(authn, s.cfg.Authenticate))
 	if s.cfg.Audit != nil {
 		e.Use(s.cfg.Audit.Middleware) // rejected requests (429 below) are audited too
 	}
-	e.Use(filters.Impersonation(authz))
+	e.Use(filters.Impersonation(authorize))
 	e.Use(filters.NewInflightLimiter(s.cfg.MaxRequestsInflight, s.cfg.MaxMutatingRequestsInflight).Middleware)
-	e.Use(filters.Authorization(authz))
+	e.Use(filters.Authorization(authorize))
 	for _, p := range []string{"/healthz", "/livez"} {
 		e.GET(p, func(c echo.Context) error { return c.String(http.StatusOK, "ok") })
 	}

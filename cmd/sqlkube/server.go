@@ -30,6 +30,7 @@ import (
 
 	"github.com/sqlkube/sqlkube/apiserver"
 	"github.com/sqlkube/sqlkube/apiserver/authn"
+	"github.com/sqlkube/sqlkube/apiserver/authz"
 	"github.com/sqlkube/sqlkube/apiserver/filters"
 	"github.com/sqlkube/sqlkube/apiserver/pki"
 	"github.com/sqlkube/sqlkube/etcdshim"
@@ -100,7 +101,7 @@ func addAPIFlags(fl *pflag.FlagSet, f *apiFlags) {
 	fl.StringVar(&f.tokenAuthFile, "token-auth-file", "", "CSV of static bearer tokens: token,user,uid,\"group1,group2\"")
 	fl.StringVar(&f.saSigningKeyFile, "service-account-signing-key-file", "", "private key that signs service-account tokens (default: generated under DATA_DIR/tls)")
 	fl.StringVar(&f.saIssuer, "service-account-issuer", authn.DefaultServiceAccountIssuer, "issuer (and default audience) of service-account tokens")
-	fl.StringVar(&f.authorizationMode, "authorization-mode", apiserver.AuthorizationRBAC, "RBAC, or AlwaysAllow (development only)")
+	fl.StringVar(&f.authorizationMode, "authorization-mode", authz.ModeRBAC, "RBAC, or AlwaysAllow (development only)")
 	fl.StringSliceVar(&f.disableAdmission, "disable-admission-plugins", nil, fmt.Sprintf("admission plugins to turn off (all run by default, in this order: %s)", strings.Join(apiserver.DefaultAdmissionPlugins(), ",")))
 	fl.StringVar(&f.pprofAddress, "pprof-address", "", "serve net/http/pprof here (debugging)")
 	_ = fl.MarkHidden("pprof-address")
@@ -346,7 +347,7 @@ func serveAPI(ctx context.Context, f *apiFlags, client *kubernetes.Client, stora
 	if err != nil {
 		return fmt.Errorf("--service-account-signing-key-file: %w", err)
 	}
-	if f.authorizationMode == apiserver.AuthorizationAlwaysAllow {
+	if f.authorizationMode == authz.ModeAlwaysAllow {
 		log.Warn().Msg("AUTHORIZATION IS OFF (--authorization-mode=AlwaysAllow): every authenticated user may do anything; for development only")
 	}
 	conf := apiserver.Config{

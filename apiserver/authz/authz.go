@@ -1,4 +1,4 @@
-package apiserver
+package authz
 
 import (
 	"k8s.io/apiserver/pkg/authentication/user"
@@ -12,32 +12,33 @@ import (
 
 // Authorization modes.
 const (
-	AuthorizationRBAC        = "RBAC"
-	AuthorizationAlwaysAllow = "AlwaysAllow"
+	ModeRBAC        = "RBAC"
+	ModeAlwaysAllow = "AlwaysAllow"
 )
 
-// authz is the server's authorizer and what answers "what may this user
-// do" (SelfSubjectRulesReview).
-type authz struct {
+// Authorizer is the server's authorizer and what answers "what may this
+// user do" (SelfSubjectRulesReview).
+type Authorizer struct {
 	authorizer.Authorizer
-	rules authorizer.RuleResolver
+	// Rules lists a user's rules (SelfSubjectRulesReview).
+	Rules authorizer.RuleResolver
 	// resolver finds a user's RBAC rules, for escalation checks; nil
 	// without RBAC.
 	resolver *rbacvalidation.DefaultRuleResolver
 }
 
-// newAuthorizer builds the authorizer of mode: members of system:masters
-// may do anything, then Kubernetes' Node authorizer (authz_node.go) for
+// New builds the authorizer of mode: members of system:masters may do
+// anything, then Kubernetes' Node authorizer (node.go) for
 // nodes' own objects, then RBAC over the cluster's roles and bindings
 // (read from informers), kube-apiserver's default Node,RBAC order; or
 // everything for AlwaysAllow.
-func newAuthorizer(mode string, factory informers.SharedInformerFactory) (*authz, error) {
+func New(mode string, factory informers.SharedInformerFactory) (*Authorizer, error) {
 	masters := authorizerfactory.NewPrivilegedGroups(user.SystemPrivilegedGroup)
 	switch mode {
-	case AuthorizationAlwaysAllow:
+	case ModeAlwaysAllow:
 		allow := authorizerfactory.NewAlwaysAllowAuthorizer()
-		return &authz{Authorizer: allow, rules: allow}, nil
-	case AuthorizationRBAC, "":
+		return &Authorizer{Authorizer: allow, Rules: allow}, nil
+	case ModeRBAC, "":
 		rbacv1 := factory.Rbac().V1()
 		roles := &rbac.RoleGetter{Lister: rbacv1.Roles().Lister()}
 		roleBindings := &rbac.RoleBindingLister{Lister: rbacv1.RoleBindings().Lister()}
@@ -45,8 +46,8 @@ func newAuthorizer(mode string, factory informers.SharedInformerFactory) (*authz
 		clusterRoleBindings := &rbac.ClusterRoleBindingLister{Lister: rbacv1.ClusterRoleBindings().Lister()}
 		r := rbac.New(roles, roleBindings, clusterRoles, clusterRoleBindings)
 		nodes := newNodeAuthorizer(factory)
-		return &authz{
-			Authorizer: authzunion.New(masters, nodes, r), rules: authzunion.NewRuleResolvers(nodes, r),
+		return &Authorizer{
+			Authorizer: authzunion.New(masters, nodes, r), Rules: authzunion.NewRuleResolvers(nodes, r),
 			resolver: rbacvalidation.NewDefaultRuleResolver(roles, roleBindings, clusterRoles, clusterRoleBindings),
 		}, nil
 	}

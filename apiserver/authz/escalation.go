@@ -1,4 +1,4 @@
-package apiserver
+package authz
 
 import (
 	"context"
@@ -22,7 +22,7 @@ var fullAuthority = []rbacv1.PolicyRule{
 	{Verbs: []string{"*"}, NonResourceURLs: []string{"*"}},
 }
 
-// checkEscalation refuses (403) a role or binding that would grant its
+// CheckEscalation refuses (403) a role or binding that would grant its
 // writer rights the writer does not hold, as kube-apiserver's RBAC storage
 // does:
 //   - roles and cluster roles: every rule must already be the writer's (in
@@ -34,7 +34,7 @@ var fullAuthority = []rbacv1.PolicyRule{
 // Members of system:masters may do anything; without RBAC (AlwaysAllow)
 // there is nothing to check. old is nil on create; an update that changes
 // only what garbage collection changes (owners, finalizers) is not checked.
-func (a *authz) checkEscalation(ctx context.Context, gr schema.GroupResource, obj, old runtime.Object) error {
+func (a *Authorizer) CheckEscalation(ctx context.Context, gr schema.GroupResource, obj, old runtime.Object) error {
 	resolver := a.resolver
 	if resolver == nil || gr.Group != rbacv1.GroupName || rbacregistry.EscalationAllowed(ctx) {
 		return nil
@@ -70,7 +70,7 @@ func (a *authz) checkEscalation(ctx context.Context, gr schema.GroupResource, ob
 	return nil
 }
 
-func (a *authz) checkBinding(ctx context.Context, resolver *rbacvalidation.DefaultRuleResolver, gr schema.GroupResource, name string, ref rbacv1.RoleRef, namespace string) error {
+func (a *Authorizer) checkBinding(ctx context.Context, resolver *rbacvalidation.DefaultRuleResolver, gr schema.GroupResource, name string, ref rbacv1.RoleRef, namespace string) error {
 	internalRef := rbac.RoleRef{APIGroup: ref.APIGroup, Kind: ref.Kind, Name: ref.Name}
 	if rbacregistry.BindingAuthorized(ctx, internalRef, namespace, a) {
 		return nil

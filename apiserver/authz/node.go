@@ -1,4 +1,4 @@
-package apiserver
+package authz
 
 import (
 	"k8s.io/apiserver/pkg/authentication/user"
@@ -8,12 +8,12 @@ import (
 	"k8s.io/kubernetes/plugin/pkg/auth/authorizer/rbac/bootstrappolicy"
 )
 
-// nodeIdentifier recognises nodes: users system:node:NAME in the group
+// NodeIdentifier recognises nodes: users system:node:NAME in the group
 // system:nodes (a name without the group is not a node).
-var nodeIdentifier = nodeidentifier.NewDefaultNodeIdentifier()
+var NodeIdentifier = nodeidentifier.NewDefaultNodeIdentifier()
 
-// isNode reports whether u is a node, and which.
-func isNode(u user.Info) (string, bool) { return nodeIdentifier.NodeIdentity(u) }
+// IsNode reports whether u is a node, and which.
+func IsNode(u user.Info) (string, bool) { return NodeIdentifier.NodeIdentity(u) }
 
 // newNodeAuthorizer builds Kubernetes' Node authorizer: a node may read
 // only the pods bound to it and the secrets, config maps, volumes and
@@ -27,5 +27,5 @@ func newNodeAuthorizer(factory informers.SharedInformerFactory) *node.NodeAuthor
 	graph := node.NewGraph()
 	core := factory.Core().V1()
 	node.AddGraphEventHandlers(graph, core.Nodes(), core.Pods(), core.PersistentVolumes(), factory.Storage().V1().VolumeAttachments(), nil, nil)
-	return node.NewAuthorizer(graph, nodeIdentifier, bootstrappolicy.NodeRules())
+	return node.NewAuthorizer(graph, NodeIdentifier, bootstrappolicy.NodeRules())
 }
