@@ -5,6 +5,7 @@ import (
 	"io"
 	"slices"
 
+	"github.com/sqlkube/sqlkube/apiserver/registry"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -125,7 +126,7 @@ func (s *Server) newAdmission(client kubernetes.Interface, stop <-chan struct{})
 // Equivalent on autoscaling/v2 HPAs sees autoscaling/v1 writes too,
 // converted to v2. Custom resources are left out: a CRD's other versions
 // would need conversion webhooks.
-func newAdmissionObjects(resources []*Resource) admission.ObjectInterfaces {
+func newAdmissionObjects(resources []*registry.Resource) admission.ObjectInterfaces {
 	prefixes := map[schema.GroupResource]string{}
 	for _, r := range resources {
 		if r.Custom == nil && r.StoragePrefix != "" {
@@ -136,7 +137,7 @@ func newAdmissionObjects(resources []*Resource) admission.ObjectInterfaces {
 		return prefixes[gr] // "": the group and resource
 	})
 	for _, r := range resources {
-		if r.Custom != nil || r.virtual() {
+		if r.Custom != nil || r.Virtual() {
 			continue
 		}
 		gvr := r.GVK.GroupVersion().WithResource(r.Plural)

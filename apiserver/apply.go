@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/sqlkube/sqlkube/apiserver/registry"
 	"github.com/sqlkube/sqlkube/apiserver/scheme"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -39,9 +40,9 @@ func newFieldManagers(defs map[string]*spec.Schema) (*fieldManagers, error) {
 	return &fieldManagers{converter: tc, byKey: map[string]*managedfields.FieldManager{}}, nil
 }
 
-func (f *fieldManagers) get(r *Resource, subresource string) (*managedfields.FieldManager, error) {
+func (f *fieldManagers) get(r *registry.Resource, subresource string) (*managedfields.FieldManager, error) {
 	if r.Custom != nil {
-		return r.Custom.fields.get(subresource)
+		return r.Custom.Fields.Get(subresource)
 	}
 	key := r.GVK.String() + "/" + subresource
 	f.mu.Lock()

@@ -12,20 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
-// componentStatusesResource is core/v1's componentstatuses (deprecated
-// upstream, still served): computed at each request, never stored.
-// kube-apiserver probes the scheduler, the controller manager and each
-// etcd server; sqlkube's controllers run in-process or elsewhere, so the
-// list holds its storage only, as etcd-0.
-func componentStatusesResource() *Resource {
-	return &Resource{
-		GVK: corev1.SchemeGroupVersion.WithKind("ComponentStatus"), Plural: "componentstatuses", Singular: "componentstatus",
-		ShortNames: []string{"cs"},
-		New:        func() runtime.Object { return &corev1.ComponentStatus{} }, NewList: func() runtime.Object { return &corev1.ComponentStatusList{} },
-		Computed: func(h *handler) (runtime.Object, error) { return h.s.componentStatuses(h.ctx), nil },
-	}
-}
-
 // componentStatuses reports whether the storage answers a read.
 func (s *Server) componentStatuses(ctx context.Context) *corev1.ComponentStatusList {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
@@ -46,7 +32,7 @@ func (h *handler) serveComputed() error {
 	if (h.info.Verb != "get" && h.info.Verb != "list") || h.info.Subresource != "" {
 		return h.fail(apierrors.NewMethodNotSupported(h.r.GroupResource(), h.info.Verb))
 	}
-	list, err := h.r.Computed(h)
+	list, err := h.r.Computed(h.ctx)
 	if err != nil {
 		return h.fail(err)
 	}

@@ -3,6 +3,7 @@ package apiserver
 import (
 	"context"
 
+	"github.com/sqlkube/sqlkube/apiserver/registry"
 	"k8s.io/apiextensions-apiserver/pkg/apihelpers"
 	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
 	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/install"
@@ -28,8 +29,8 @@ var crdGVK = apiextensionsv1.SchemeGroupVersion.WithKind("CustomResourceDefiniti
 // stored where kube-apiserver stores them. A deletion adds
 // customresourcecleanup.apiextensions.k8s.io, which the CRD controller
 // removes once the custom resources are gone.
-func crdResource() *Resource {
-	return &Resource{
+func crdResource() *registry.Resource {
+	return &registry.Resource{
 		GVK: crdGVK, Plural: "customresourcedefinitions", Singular: "customresourcedefinition",
 		ShortNames: []string{"crd", "crds"}, Categories: []string{"api-extensions"}, Status: true,
 		New:           func() runtime.Object { return &apiextensionsv1.CustomResourceDefinition{} },

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	k8sstorage "k8s.io/apiserver/pkg/storage"
 
+	"github.com/sqlkube/sqlkube/apiserver/registry"
 	sqlstorage "github.com/sqlkube/sqlkube/storage"
 )
 
@@ -35,7 +36,7 @@ import (
 // the stored CRDs, so servers agree and a second write changes nothing.
 type crdController struct {
 	s  *Server
-	r  *Resource
+	r  *registry.Resource
 	st k8sstorage.Interface
 	// mu guards served.
 	mu sync.Mutex
@@ -48,7 +49,7 @@ type crdController struct {
 // servedCRD is what is registered for one CRD.
 type servedCRD struct {
 	fingerprint string
-	resources   []*Resource
+	resources   []*registry.Resource
 	stops       []func()
 }
 
@@ -95,7 +96,7 @@ func (c *crdController) run(ctx context.Context) {
 
 func (c *crdController) syncAndWatch(ctx context.Context) error {
 	list := &apiextensionsv1.CustomResourceDefinitionList{}
-	if err := c.st.GetList(ctx, c.r.listKey(""), k8sstorage.ListOptions{Predicate: k8sstorage.Everything, Recursive: true}, list); err != nil {
+	if err := c.st.GetList(ctx, c.r.ListKey(""), k8sstorage.ListOptions{Predicate: k8sstorage.Everything, Recursive: true}, list); err != nil {
 		return err
 	}
 	present := map[string]bool{}
@@ -110,7 +111,7 @@ func (c *crdController) syncAndWatch(ctx context.Context) error {
 		}
 	}
 	c.mu.Unlock()
-	w, err := c.st.Watch(ctx, c.r.listKey(""), k8sstorage.ListOptions{
+	w, err := c.st.Watch(ctx, c.r.ListKey(""), k8sstorage.ListOptions{
 		ResourceVersion: list.ResourceVersion, Predicate: k8sstorage.Everything, Recursive: true,
 	})
 	if err != nil {
@@ -153,7 +154,7 @@ func (c *crdController) reconcile(ctx context.Context, crd *apiextensionsv1.Cust
 	}
 	want := crd.DeepCopy()
 	others := &apiextensionsv1.CustomResourceDefinitionList{}
-	if err := c.st.GetList(ctx, c.r.listKey(""), k8sstorage.ListOptions{Predicate: k8sstorage.Everything, Recursive: true}, others); err != nil {
+	if err := c.st.GetList(ctx, c.r.ListKey(""), k8sstorage.ListOptions{Predicate: k8sstorage.Everything, Recursive: true}, others); err != nil {
 		log.Warn().Err(err).Msg("listing customresourcedefinitions")
 		return
 	}
@@ -182,7 +183,7 @@ func (c *crdController) reconcile(ctx context.Context, crd *apiextensionsv1.Cust
 // accepted: a deleted CRD may have freed them.
 func (c *crdController) retryRejected(ctx context.Context, group string) {
 	list := &apiextensionsv1.CustomResourceDefinitionList{}
-	if err := c.st.GetList(ctx, c.r.listKey(""), k8sstorage.ListOptions{Predicate: k8sstorage.Everything, Recursive: true}, list); err != nil {
+	if err := c.st.GetList(ctx, c.r.ListKey(""), k8sstorage.ListOptions{Predicate: k8sstorage.Everything, Recursive: true}, list); err != nil {
 		return
 	}
 	for i := range list.Items {
@@ -196,7 +197,7 @@ func (c *crdController) retryRejected(ctx context.Context, group string) {
 // differ from the stored ones (another server may have written them).
 func (c *crdController) writeStatus(ctx context.Context, name string, want apiextensionsv1.CustomResourceDefinitionStatus) error {
 	out := &apiextensionsv1.CustomResourceDefinition{}
-	err := c.st.GuaranteedUpdate(ctx, c.r.key("", name), out, false, nil, func(existing runtime.Object, _ k8sstorage.ResponseMeta) (runtime.Object, *uint64, error) {
+	err := c.st.GuaranteedUpdate(ctx, c.r.Key("", name), out, false, nil, func(existing runtime.Object, _ k8sstorage.ResponseMeta) (runtime.Object, *uint64, error) {
 		cur := existing.(*apiextensionsv1.CustomResourceDefinition)
 		updated := cur.DeepCopy()
 		updated.Status.AcceptedNames = want.AcceptedNames
@@ -233,7 +234,7 @@ func (c *crdController) serve(crd *apiextensionsv1.CustomResourceDefinition) err
 	if err != nil {
 		return err
 	}
-	resources, err := newCustomResources(crd, c.s.openapi.Definitions(), converter)
+	resources, err := registry.NewCustomResources(crd, c.s.openapi.Definitions(), converter)
 	if err != nil {
 		return err
 	}
@@ -246,7 +247,7 @@ func (c *crdController) serve(crd *apiextensionsv1.CustomResourceDefinition) err
 			}
 			return err
 		}
-		r.Custom.storage, r.Custom.stop = st, stop
+		r.Custom.Storage, r.Custom.Stop = st, stop
 		next.resources = append(next.resources, r)
 		next.stops = append(next.stops, stop)
 	}
@@ -305,7 +306,7 @@ func (c *crdController) finalize(ctx context.Context, crd *apiextensionsv1.Custo
 	if served != nil && len(served.resources) > 0 {
 		r := served.resources[0]
 		list := r.NewList()
-		if err := r.Custom.storage.GetList(ctx, r.listKey(""), k8sstorage.ListOptions{Predicate: k8sstorage.Everything, Recursive: true}, list); err != nil {
+		if err := r.Custom.Storage.GetList(ctx, r.ListKey(""), k8sstorage.ListOptions{Predicate: k8sstorage.Everything, Recursive: true}, list); err != nil {
 			return err
 		}
 		items, err := meta.ExtractList(list)
@@ -314,7 +315,7 @@ func (c *crdController) finalize(ctx context.Context, crd *apiextensionsv1.Custo
 		}
 		for _, item := range items {
 			m, _ := meta.Accessor(item)
-			err := r.Custom.storage.Delete(ctx, r.key(m.GetNamespace(), m.GetName()), r.New(), nil, k8sstorage.ValidateAllObjectFunc, nil, k8sstorage.DeleteOptions{})
+			err := r.Custom.Storage.Delete(ctx, r.Key(m.GetNamespace(), m.GetName()), r.New(), nil, k8sstorage.ValidateAllObjectFunc, nil, k8sstorage.DeleteOptions{})
 			if err != nil && !k8sstorage.IsNotFound(err) {
 				return err
 			}
@@ -328,7 +329,7 @@ func (c *crdController) finalize(ctx context.Context, crd *apiextensionsv1.Custo
 	c.unserveLocked(crd.Name)
 	c.mu.Unlock()
 	out := &apiextensionsv1.CustomResourceDefinition{}
-	err := c.st.GuaranteedUpdate(ctx, c.r.key("", crd.Name), out, false, nil, func(existing runtime.Object, _ k8sstorage.ResponseMeta) (runtime.Object, *uint64, error) {
+	err := c.st.GuaranteedUpdate(ctx, c.r.Key("", crd.Name), out, false, nil, func(existing runtime.Object, _ k8sstorage.ResponseMeta) (runtime.Object, *uint64, error) {
 		updated := existing.(*apiextensionsv1.CustomResourceDefinition).DeepCopy()
 		apihelpers.CRDRemoveFinalizer(updated, apiextensionsv1.CustomResourceCleanupFinalizer)
 		return updated, nil, nil
@@ -348,7 +349,7 @@ func (c *crdController) removeIfFinalized(ctx context.Context, crd *apiextension
 		return nil
 	}
 	rv := crd.ResourceVersion
-	err := c.st.Delete(ctx, c.r.key("", crd.Name), &apiextensionsv1.CustomResourceDefinition{}, &k8sstorage.Preconditions{ResourceVersion: &rv}, k8sstorage.ValidateAllObjectFunc, nil, k8sstorage.DeleteOptions{})
+	err := c.st.Delete(ctx, c.r.Key("", crd.Name), &apiextensionsv1.CustomResourceDefinition{}, &k8sstorage.Preconditions{ResourceVersion: &rv}, k8sstorage.ValidateAllObjectFunc, nil, k8sstorage.DeleteOptions{})
 	if k8sstorage.IsNotFound(err) || k8sstorage.IsConflict(err) {
 		return nil
 	}

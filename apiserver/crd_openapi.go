@@ -73,7 +73,7 @@ func (s *Server) servedCRDs() []*apiextensionsv1.CustomResourceDefinition {
 	defer s.crds.mu.Unlock()
 	for _, sc := range s.crds.served {
 		if len(sc.resources) > 0 {
-			out = append(out, sc.resources[0].Custom.crd)
+			out = append(out, sc.resources[0].Custom.CRD)
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })

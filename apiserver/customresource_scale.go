@@ -26,7 +26,7 @@ func (h *handler) customScale() error {
 	if done {
 		return err
 	}
-	specPath := scalePath(h.r.Custom.scale.SpecReplicasPath)
+	specPath := scalePath(h.r.Custom.Scale.SpecReplicasPath)
 	out := h.r.New()
 	err = h.st.GuaranteedUpdate(h.ctx, h.key(), out, false, nil, func(existing runtime.Object, _ k8sstorage.ResponseMeta) (runtime.Object, *uint64, error) {
 		cur, err := h.customScaleOf(existing)
@@ -76,7 +76,7 @@ func (h *handler) customScaleOf(obj runtime.Object) (*autoscalingv1.Scale, error
 		Name: m.GetName(), Namespace: m.GetNamespace(), UID: m.GetUID(),
 		ResourceVersion: m.GetResourceVersion(), CreationTimestamp: m.GetCreationTimestamp(),
 	}}
-	paths := h.r.Custom.scale
+	paths := h.r.Custom.Scale
 	if n, ok, err := unstructured.NestedInt64(u.Object, scalePath(paths.SpecReplicasPath)...); err != nil {
 		return nil, apierrors.NewInternalError(fmt.Errorf("%s: %w", paths.SpecReplicasPath, err))
 	} else if ok {

@@ -42,7 +42,7 @@ func (h *handler) deleteCollection() error {
 		pre = &k8sstorage.Preconditions{UID: opts.Preconditions.UID, ResourceVersion: opts.Preconditions.ResourceVersion}
 	}
 	list := h.r.NewList()
-	if err := h.st.GetList(h.ctx, h.r.listKey(h.info.Namespace), k8sstorage.ListOptions{Predicate: pred, Recursive: true}, list); err != nil {
+	if err := h.st.GetList(h.ctx, h.r.ListKey(h.info.Namespace), k8sstorage.ListOptions{Predicate: pred, Recursive: true}, list); err != nil {
 		return h.fail(storeerr.InterpretListError(err, h.r.GroupResource()))
 	}
 	items, err := meta.ExtractList(list)

@@ -162,7 +162,7 @@ func (h *handler) podBudgets(pod *corev1.Pod) ([]*policyv1.PodDisruptionBudget, 
 		return nil, nil
 	}
 	list := &policyv1.PodDisruptionBudgetList{}
-	if err := h.s.storages[r].GetList(h.ctx, r.listKey(pod.Namespace), k8sstorage.ListOptions{Predicate: k8sstorage.Everything, Recursive: true}, list); err != nil {
+	if err := h.s.storages[r].GetList(h.ctx, r.ListKey(pod.Namespace), k8sstorage.ListOptions{Predicate: k8sstorage.Everything, Recursive: true}, list); err != nil {
 		return nil, storeerr.InterpretListError(err, r.GroupResource())
 	}
 	var out []*policyv1.PodDisruptionBudget
@@ -180,7 +180,7 @@ func (h *handler) podBudgets(pod *corev1.Pod) ([]*policyv1.PodDisruptionBudget, 
 // budget and checks again. Dry run only checks.
 func (h *handler) spendBudget(pdb *policyv1.PodDisruptionBudget, podName string, dryRun bool) error {
 	r, _ := h.s.registry.Lookup(pdbGVR)
-	key := r.key(pdb.Namespace, pdb.Name)
+	key := r.Key(pdb.Namespace, pdb.Name)
 	if dryRun {
 		return checkBudget(pdb)
 	}

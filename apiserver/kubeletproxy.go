@@ -54,7 +54,7 @@ func (s *Server) newKubeletConnections() (kubeletclient.ConnectionInfoGetter, er
 	nodes := kubeletclient.NodeGetterFunc(func(ctx context.Context, name string, _ metav1.GetOptions) (*corev1.Node, error) {
 		node := &corev1.Node{}
 		r, _ := s.registry.Lookup(corev1.SchemeGroupVersion.WithResource("nodes"))
-		if err := s.storageFor(r).Get(ctx, r.key("", name), k8sstorage.GetOptions{}, node); err != nil {
+		if err := s.storageFor(r).Get(ctx, r.Key("", name), k8sstorage.GetOptions{}, node); err != nil {
 			return nil, storeerr.InterpretGetError(err, corev1.Resource("nodes"), name)
 		}
 		return node, nil
@@ -68,7 +68,7 @@ type podGetter struct{ h *handler }
 
 func (g podGetter) Get(ctx context.Context, name string, _ *metav1.GetOptions) (runtime.Object, error) {
 	v1pod := &corev1.Pod{}
-	if err := g.h.st.Get(ctx, g.h.r.key(request.NamespaceValue(ctx), name), k8sstorage.GetOptions{}, v1pod); err != nil {
+	if err := g.h.st.Get(ctx, g.h.r.Key(request.NamespaceValue(ctx), name), k8sstorage.GetOptions{}, v1pod); err != nil {
 		return nil, storeerr.InterpretGetError(err, corev1.Resource("pods"), name)
 	}
 	pod := &api.Pod{}

@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/sqlkube/sqlkube/apiserver"
+	"github.com/sqlkube/sqlkube/apiserver/bootstrap"
 )
 
 // runKubernetesService runs the reconciler until the returned stop is
@@ -24,7 +25,7 @@ func runKubernetesService(t *testing.T, api *apiserver.Server, port int) (stop f
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		api.RunKubernetesService(ctx, apiserver.KubernetesServiceOptions{Address: net.ParseIP("192.0.2.10"), Port: port, Interval: 50 * time.Millisecond})
+		api.RunKubernetesService(ctx, bootstrap.KubernetesServiceOptions{Address: net.ParseIP("192.0.2.10"), Port: port, Interval: 50 * time.Millisecond})
 	}()
 	stop = func() { cancel(); <-done }
 	t.Cleanup(stop)

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/sqlkube/sqlkube/apiserver/bootstrap"
+	"github.com/sqlkube/sqlkube/apiserver/registry"
 	"github.com/sqlkube/sqlkube/apiserver/scheme"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -35,10 +37,10 @@ var namespacesGVR = corev1.SchemeGroupVersion.WithResource("namespaces")
 // immortalNamespaces cannot be deleted. Kubernetes' NamespaceLifecycle
 // protects default, kube-system and kube-public; kube-node-lease is
 // protected here too, since node agents' heartbeats depend on it.
-var immortalNamespaces = systemNamespaces
+var immortalNamespaces = bootstrap.SystemNamespaces
 
 // isNamespaces reports whether r is core/v1 namespaces.
-func isNamespaces(r *Resource) bool { return r.GVK.Group == "" && r.Plural == "namespaces" }
+func isNamespaces(r *registry.Resource) bool { return r.GVK.Group == "" && r.Plural == "namespaces" }
 
 // pendingSpecFinalizers reports whether obj is a namespace whose
 // spec.finalizers still hold it.

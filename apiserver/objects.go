@@ -3,9 +3,9 @@ package apiserver
 import (
 	"fmt"
 	"reflect"
-	"slices"
 	"strings"
 
+	"github.com/sqlkube/sqlkube/apiserver/registry"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	apimachineryvalidation "k8s.io/apimachinery/pkg/api/validation"
@@ -24,8 +24,8 @@ func newStringSet(items ...string) sets.String { return sets.NewString(items...)
 //
 // Resources with a Kubernetes strategy are checked by it instead (with the
 // name rules of their type: RBAC names are path segments, say).
-func validateObjectMeta(m metav1.Object, r *Resource) field.ErrorList {
-	if r.strategy() != nil {
+func validateObjectMeta(m metav1.Object, r *registry.Resource) field.ErrorList {
+	if r.EffectiveStrategy() != nil {
 		return nil
 	}
 	nameFn := apimachineryvalidation.NameIsDNSSubdomain
@@ -79,7 +79,7 @@ func hasSpec(obj runtime.Object) bool {
 func specChanged(old, updated runtime.Object) bool {
 	if ou, ok := old.(*unstructured.Unstructured); ok {
 		if nu, ok := updated.(*unstructured.Unstructured); ok {
-			return !apiequality.Semantic.DeepEqual(contentWithout(ou, "metadata", "status"), contentWithout(nu, "metadata", "status"))
+			return !apiequality.Semantic.DeepEqual(registry.ContentWithout(ou, "metadata", "status"), registry.ContentWithout(nu, "metadata", "status"))
 		}
 	}
 	if !hasSpec(old) {
@@ -109,16 +109,4 @@ func copyManagedFields(src, dst runtime.Object) error {
 	}
 	d.SetManagedFields(s.GetManagedFields())
 	return nil
-}
-
-// contentWithout is u's content without the given top-level keys (a
-// shallow copy).
-func contentWithout(u *unstructured.Unstructured, keys ...string) map[string]any {
-	out := make(map[string]any, len(u.Object))
-	for k, v := range u.Object {
-		if !slices.Contains(keys, k) {
-			out[k] = v
-		}
-	}
-	return out
 }

@@ -260,7 +260,7 @@ func (p *patcher) apply(existing runtime.Object) (runtime.Object, error) {
 	}
 	// Kept as served whatever the patch did to them (removed, say).
 	obj.GetObjectKind().SetGroupVersionKind(h.r.GVK)
-	if err := h.strictFields(h.r.Custom.prune(obj), h.patchInvalid); err != nil {
+	if err := h.strictFields(h.r.Custom.Prune(obj), h.patchInvalid); err != nil {
 		return nil, err
 	}
 

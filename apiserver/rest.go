@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 	"github.com/sqlkube/sqlkube/apiserver/filters"
+	"github.com/sqlkube/sqlkube/apiserver/registry"
 	"github.com/sqlkube/sqlkube/apiserver/responses"
 	"github.com/sqlkube/sqlkube/apiserver/scheme"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -137,7 +138,7 @@ func (s *Server) serveDiscovery(c echo.Context) error {
 // handler serves one request on one resource.
 type handler struct {
 	s    *Server
-	r    *Resource
+	r    *registry.Resource
 	st   k8sstorage.Interface
 	info *request.RequestInfo
 	c    echo.Context
@@ -149,7 +150,7 @@ type handler struct {
 	adm admissionRequest
 }
 
-func (h *handler) key() string { return h.r.key(h.info.Namespace, h.info.Name) }
+func (h *handler) key() string { return h.r.Key(h.info.Namespace, h.info.Name) }
 
 func (h *handler) respond(code int, obj runtime.Object) error {
 	opts, info := responses.Negotiate(h.c)
@@ -213,7 +214,7 @@ func (h *handler) listOptions() (metav1.ListOptions, k8sstorage.SelectionPredica
 		}
 	}
 	pred := k8sstorage.SelectionPredicate{
-		Label: label, Field: field, GetAttrs: h.r.attrs,
+		Label: label, Field: field, GetAttrs: h.r.Attrs,
 		Limit: opts.Limit, Continue: opts.Continue, AllowWatchBookmarks: opts.AllowWatchBookmarks,
 	}
 	if h.r.GroupResource().Resource == "pods" {
@@ -234,7 +235,7 @@ func (h *handler) list(watching bool) error {
 		return h.watch(opts, pred)
 	}
 	list := h.r.NewList()
-	if err := h.st.GetList(h.ctx, h.r.listKey(h.info.Namespace), k8sstorage.ListOptions{
+	if err := h.st.GetList(h.ctx, h.r.ListKey(h.info.Namespace), k8sstorage.ListOptions{
 		ResourceVersion: opts.ResourceVersion, ResourceVersionMatch: opts.ResourceVersionMatch,
 		Predicate: pred, Recursive: true,
 	}, list); err != nil {
@@ -297,7 +298,7 @@ func (h *handler) decodeBody() (runtime.Object, error) {
 	}
 	// Fields a custom resource's schema does not know are pruned, and
 	// follow fieldValidation as unknown fields do.
-	if err := h.strictFields(h.r.Custom.prune(out), h.decodeStrictError(gvk)); err != nil {
+	if err := h.strictFields(h.r.Custom.Prune(out), h.decodeStrictError(gvk)); err != nil {
 		return nil, err
 	}
 	return out, nil
@@ -349,13 +350,13 @@ func (h *handler) create() error {
 		defer undo()
 		// Nothing is written: answer as the create would, without a
 		// resourceVersion, unless the name is taken.
-		if err := h.st.Get(h.ctx, h.r.key(m.GetNamespace(), m.GetName()), k8sstorage.GetOptions{}, h.r.New()); err == nil {
+		if err := h.st.Get(h.ctx, h.r.Key(m.GetNamespace(), m.GetName()), k8sstorage.GetOptions{}, h.r.New()); err == nil {
 			return h.fail(apierrors.NewAlreadyExists(h.r.GroupResource(), m.GetName()))
 		}
 		return h.respond(http.StatusCreated, obj)
 	}
 	out := h.r.New()
-	if err := h.st.Create(h.ctx, h.r.key(m.GetNamespace(), m.GetName()), obj, out, 0); err != nil {
+	if err := h.st.Create(h.ctx, h.r.Key(m.GetNamespace(), m.GetName()), obj, out, 0); err != nil {
 		undo()
 		return h.fail(storeerr.InterpretCreateError(err, h.r.GroupResource(), m.GetName()))
 	}
@@ -428,7 +429,7 @@ func (h *handler) prepareNew(obj runtime.Object) (runtime.Object, error) {
 	m.SetDeletionTimestamp(nil)
 	m.SetDeletionGracePeriodSeconds(nil)
 	scheme.Default(obj)
-	if h.r.strategy() == nil {
+	if h.r.EffectiveStrategy() == nil {
 		// No Kubernetes strategy: generation for types with a spec, and
 		// the resource's own preparation.
 		if hasSpec(obj) {
@@ -444,18 +445,18 @@ func (h *handler) prepareNew(obj runtime.Object) (runtime.Object, error) {
 		}
 		return obj, nil
 	}
-	res, err := strategyCreate(h.ctx, h.r, obj)
+	res, err := registry.StrategyCreate(h.ctx, h.r, obj)
 	if err != nil {
 		return nil, apierrors.NewBadRequest(err.Error())
 	}
-	if len(res.errs) > 0 {
-		return nil, apierrors.NewInvalid(h.r.GVK.GroupKind(), m.GetName(), res.errs)
+	if len(res.Errs) > 0 {
+		return nil, apierrors.NewInvalid(h.r.GVK.GroupKind(), m.GetName(), res.Errs)
 	}
-	h.warnAll(res.warnings)
-	if err := h.s.authz.CheckEscalation(h.ctx, h.r.GroupResource(), res.obj, nil); err != nil {
+	h.warnAll(res.Warnings)
+	if err := h.s.authz.CheckEscalation(h.ctx, h.r.GroupResource(), res.Obj, nil); err != nil {
 		return nil, err
 	}
-	return res.obj, nil
+	return res.Obj, nil
 }
 
 // prepareChanged makes the object to store from the existing one and the
@@ -473,7 +474,7 @@ func (h *handler) prepareChanged(existing, updated runtime.Object) (_ runtime.Ob
 	if newMeta.GetResourceVersion() == "" {
 		// An unconditional update: allowed where Kubernetes allows it,
 		// against the object as it is now.
-		if st := h.r.strategy(); st != nil && !st.AllowUnconditionalUpdate() && !h.applying {
+		if st := h.r.EffectiveStrategy(); st != nil && !st.AllowUnconditionalUpdate() && !h.applying {
 			return nil, nil, apierrors.NewInvalid(h.r.GVK.GroupKind(), h.info.Name, field.ErrorList{
 				field.Invalid(field.NewPath("metadata", "resourceVersion"), "", "must be specified for an update")})
 		}
@@ -516,7 +517,7 @@ func (h *handler) prepareChanged(existing, updated runtime.Object) (_ runtime.Ob
 	newMeta.SetDeletionGracePeriodSeconds(oldMeta.GetDeletionGracePeriodSeconds())
 	newMeta.SetGeneration(oldMeta.GetGeneration())
 	// Kubernetes' strategies move generation themselves.
-	if h.r.strategy() == nil && specChanged(existing, updated) {
+	if h.r.EffectiveStrategy() == nil && specChanged(existing, updated) {
 		newMeta.SetGeneration(oldMeta.GetGeneration() + 1)
 	}
 	if errs := validateObjectMeta(newMeta, h.r); len(errs) > 0 {

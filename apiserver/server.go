@@ -6,11 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	kubeletclient "k8s.io/kubernetes/pkg/kubelet/client"
 
 	"github.com/labstack/echo/v4"
@@ -27,14 +27,24 @@ import (
 	clientset "k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/sqlkube/sqlkube/apiserver/allocator"
 	"github.com/sqlkube/sqlkube/apiserver/authn"
 	"github.com/sqlkube/sqlkube/apiserver/authz"
+	"github.com/sqlkube/sqlkube/apiserver/bootstrap"
 	"github.com/sqlkube/sqlkube/apiserver/filters"
 	"github.com/sqlkube/sqlkube/apiserver/loopback"
 	"github.com/sqlkube/sqlkube/apiserver/openapi"
+	"github.com/sqlkube/sqlkube/apiserver/registry"
 	"github.com/sqlkube/sqlkube/apiserver/responses"
 	"github.com/sqlkube/sqlkube/apiserver/scheme"
 	sqlstorage "github.com/sqlkube/sqlkube/storage"
+)
+
+// Defaults of the service address ranges (kubeadm's cluster IP range, the
+// Kubernetes node port range).
+const (
+	DefaultServiceClusterIPRange = "10.96.0.0/12"
+	DefaultServiceNodePortRange  = "30000-32767"
 )
 
 // Config is what an API server needs.
@@ -109,8 +119,8 @@ type Config struct {
 type Server struct {
 	cfg      Config
 	echo     *echo.Echo
-	registry *Registry
-	storages map[*Resource]k8sstorage.Interface
+	registry *registry.Registry
+	storages map[*registry.Resource]k8sstorage.Interface
 	stops    []func()
 	ready    []func() bool
 	// stopping is closed when the server shuts down: watches end.
@@ -122,7 +132,7 @@ type Server struct {
 	stopOnce    sync.Once
 	compactor   sqlstorage.StoppableCompactor
 	// clusterIPs and nodePorts hand out services' addresses and ports.
-	clusterIPs, nodePorts *reservations
+	clusterIPs, nodePorts *allocator.Reservations
 	openapi               *openapi.Builder
 	// crdDocs are the OpenAPI documents with the CRDs' merged in
 	// (crd_openapi.go).
@@ -172,9 +182,8 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Version == "" {
 		cfg.Version = "v1.34.2"
 	}
-	s := &Server{cfg: cfg, storages: map[*Resource]k8sstorage.Interface{}, stopping: make(chan struct{})}
-	s.registry = NewRegistry(slices.Concat(coreResources(), storageResources(), workloadResources(), groupResources(), eventResources(),
-		storageGroupResources(), s.clusterResources(), s.admissionResources(), certificateResources(), reviewResources(), []*Resource{crdResource()})...)
+	s := &Server{cfg: cfg, storages: map[*registry.Resource]k8sstorage.Interface{}, stopping: make(chan struct{})}
+	s.registry = registry.NewRegistry(append(registry.Builtin(running{s}), crdResource())...)
 	s.admissionObjects = newAdmissionObjects(s.registry.Resources())
 	if cfg.ServiceClusterIPRange == "" {
 		cfg.ServiceClusterIPRange = DefaultServiceClusterIPRange
@@ -183,17 +192,17 @@ func New(cfg Config) (*Server, error) {
 		cfg.ServiceNodePortRange = DefaultServiceNodePortRange
 	}
 	var err error
-	if s.clusterIPs, err = newClusterIPs(cfg.Client.Client, cfg.ServiceClusterIPRange); err != nil {
+	if s.clusterIPs, err = allocator.NewClusterIPs(cfg.Client.Client, cfg.ServiceClusterIPRange); err != nil {
 		return nil, fmt.Errorf("apiserver: %w", err)
 	}
-	if s.nodePorts, err = newNodePorts(cfg.Client.Client, cfg.ServiceNodePortRange); err != nil {
+	if s.nodePorts, err = allocator.NewNodePorts(cfg.Client.Client, cfg.ServiceNodePortRange); err != nil {
 		return nil, fmt.Errorf("apiserver: %w", err)
 	}
 	s.cfg = cfg
 	s.compactor = sqlstorage.NewCompactor(cfg.Client, 0)
 	s.stops = append(s.stops, s.compactor.Stop)
 	for _, r := range s.registry.Resources() {
-		if r.virtual() {
+		if r.Virtual() {
 			continue // virtual: nothing stored
 		}
 		st, err := s.newStorage(r)
@@ -304,6 +313,19 @@ func (s *Server) apiAudiences() authenticator.Audiences {
 	return authn.APIAudiences(s.cfg.ServiceAccountIssuer)
 }
 
+// running is what the resource table asks of the server at request time
+// (Running).
+type running struct{ s *Server }
+
+func (r running) Authorizer() *authz.Authorizer         { return r.s.authz }
+func (r running) Client() clientset.Interface           { return r.s.client }
+func (r running) TokenReviewer() authenticator.Request  { return r.s.tokenReviewer }
+func (r running) APIAudiences() authenticator.Audiences { return r.s.apiAudiences() }
+func (r running) Resources() []*registry.Resource       { return r.s.registry.Resources() }
+func (r running) ComponentStatuses(ctx context.Context) *corev1.ComponentStatusList {
+	return r.s.componentStatuses(ctx)
+}
+
 // closedChan makes WaitForCacheSync answer at once.
 var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
@@ -315,7 +337,7 @@ func (s *Server) Loopback() *rest.Config { return rest.CopyConfig(s.loopback) }
 // newStorage builds a resource's store (protobuf under /registry, as
 // kube-apiserver stores built-in types, or JSON where it uses JSON) and
 // its watch cache, stopped by Close and counted by /readyz.
-func (s *Server) newStorage(r *Resource) (k8sstorage.Interface, error) {
+func (s *Server) newStorage(r *registry.Resource) (k8sstorage.Interface, error) {
 	st, stop, ready, err := s.openStorage(r)
 	if err != nil {
 		return nil, err
@@ -327,7 +349,7 @@ func (s *Server) newStorage(r *Resource) (k8sstorage.Interface, error) {
 
 // openStorage builds a resource's store and watch cache; the caller stops
 // them (custom resources' come and go with their CRDs).
-func (s *Server) openStorage(r *Resource) (st k8sstorage.Interface, stop func(), ready func() bool, err error) {
+func (s *Server) openStorage(r *registry.Resource) (st k8sstorage.Interface, stop func(), ready func() bool, err error) {
 	mediaType := runtime.ContentTypeProtobuf
 	if r.StorageJSON {
 		mediaType = runtime.ContentTypeJSON
@@ -337,13 +359,13 @@ func (s *Server) openStorage(r *Resource) (st k8sstorage.Interface, stop func(),
 		StorageVersion: r.GroupVersion(), MemoryVersion: r.GroupVersion(),
 	})
 	if r.StorageVersion != nil {
-		codec, err = newViaInternalCodec(r)
+		codec, err = registry.NewViaInternalCodec(r)
 	}
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("apiserver: storage codec for %s: %w", r.GroupResource(), err)
 	}
 	if r.Custom != nil {
-		codec = r.Custom.storageCodec // JSON, as kube-apiserver stores custom resources
+		codec = r.Custom.StorageCodec // JSON, as kube-apiserver stores custom resources
 	}
 	opts := sqlstorage.Options{
 		Codec: codec, NewFunc: r.New, NewListFunc: r.NewList,
@@ -361,13 +383,42 @@ func (s *Server) openStorage(r *Resource) (st k8sstorage.Interface, stop func(),
 		closeStore = c.Close
 	}
 	cached, err := sqlstorage.NewCached(sqlstorage.CacherOptions{
-		Store: store, Options: opts, GetAttrs: r.attrs, KeyFunc: r.objectKey,
+		Store: store, Options: opts, GetAttrs: r.Attrs, KeyFunc: r.ObjectKey,
 	})
 	if err != nil {
 		closeStore()
 		return nil, nil, nil, err
 	}
 	return cached, func() { cached.Stop(); closeStore() }, cached.Ready, nil
+}
+
+// storageFor is a resource's store: the custom resource's own, or the
+// built-in one made by New.
+func (s *Server) storageFor(r *registry.Resource) k8sstorage.Interface {
+	if r.Custom != nil {
+		return r.Custom.Storage
+	}
+	return s.storages[r]
+}
+
+// cluster is what bootstrapping writes through.
+func (s *Server) cluster() *bootstrap.Cluster {
+	return &bootstrap.Cluster{
+		Etcd: s.cfg.Client.Client, Logger: s.cfg.Logger, ServiceClusterIPRange: s.cfg.ServiceClusterIPRange,
+		ClusterIPs: s.clusterIPs, Registry: s.registry, Storages: s.storages, Loopback: s.loopback,
+	}
+}
+
+// Bootstrap creates what a fresh cluster has: the system namespaces, the
+// system priority classes, the default ServiceCIDR, flow control's
+// default priority levels and flow schemas and Kubernetes' bootstrap RBAC
+// policy (reconciled at every start). It is idempotent.
+func (s *Server) Bootstrap(ctx context.Context) error { return bootstrap.Run(ctx, s.cluster()) }
+
+// RunKubernetesService keeps the default/kubernetes service, its
+// Endpoints and EndpointSlice until ctx ends (bootstrap.RunKubernetesService).
+func (s *Server) RunKubernetesService(ctx context.Context, opts bootstrap.KubernetesServiceOptions) {
+	bootstrap.RunKubernetesService(ctx, s.cluster(), opts)
 }
 
 // Handler returns the HTTP handler of the API.
@@ -394,9 +445,15 @@ func (s *Server) routes() *echo.Echo {
 	// s.authn and s.authz are made after the routes (startAuth): the
 	// filters reach them through these.
 	authn := authenticator.RequestFunc(func(req *http.Request) (*authenticator.Response, bool, error) {
+		if s.authn == nil {
+			return nil, false, nil // not started: only the loopback is served
+		}
 		return s.authn.AuthenticateRequest(req)
 	})
 	authorize := authorizer.AuthorizerFunc(func(ctx context.Context, a authorizer.Attributes) (authorizer.Decision, string, error) {
+		if s.authz == nil {
+			return authorizer.DecisionNoOpinion, "authorizer not started", nil
+		}
 		return s.authz.Authorize(ctx, a)
 	})
 	e.Use(filters.RequestInfo, filters.Timeout, filters.Authentication(authn, s.cfg.Authenticate))

@@ -3,44 +3,12 @@ package apiserver
 import (
 	"fmt"
 
+	"github.com/sqlkube/sqlkube/apiserver/registry"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
-
-// defaultService fills what Kubernetes defaults on a new service.
-func defaultService(svc *corev1.Service) {
-	if svc.Spec.Type == "" {
-		svc.Spec.Type = corev1.ServiceTypeClusterIP
-	}
-	if svc.Spec.SessionAffinity == "" {
-		svc.Spec.SessionAffinity = corev1.ServiceAffinityNone
-	}
-	for i := range svc.Spec.Ports {
-		p := &svc.Spec.Ports[i]
-		if p.Protocol == "" {
-			p.Protocol = corev1.ProtocolTCP
-		}
-		if p.TargetPort == (intstr.IntOrString{}) {
-			p.TargetPort = intstr.FromInt32(p.Port)
-		}
-	}
-	if svc.Spec.Type != corev1.ServiceTypeExternalName {
-		if svc.Spec.InternalTrafficPolicy == nil {
-			cluster := corev1.ServiceInternalTrafficPolicyCluster
-			svc.Spec.InternalTrafficPolicy = &cluster
-		}
-		if len(svc.Spec.IPFamilies) == 0 {
-			svc.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv4Protocol}
-		}
-		if svc.Spec.IPFamilyPolicy == nil {
-			single := corev1.IPFamilyPolicySingleStack
-			svc.Spec.IPFamilyPolicy = &single
-		}
-	}
-}
 
 // needsNodePorts: NodePort services, and LoadBalancer ones unless
 // spec.allocateLoadBalancerNodePorts is false.
@@ -60,15 +28,15 @@ func (h *handler) allocateService(obj runtime.Object) (undo func(), err error) {
 	if !ok || h.s.clusterIPs == nil {
 		return func() {}, nil
 	}
-	defaultService(svc)
+	registry.DefaultService(svc)
 	owner := svc.Namespace + "/" + svc.Name
 	var ips, ports []string
 	undo = func() {
 		for _, ip := range ips {
-			_ = h.s.clusterIPs.release(h.ctx, ip)
+			_ = h.s.clusterIPs.Release(h.ctx, ip)
 		}
 		for _, p := range ports {
-			_ = h.s.nodePorts.release(h.ctx, p)
+			_ = h.s.nodePorts.Release(h.ctx, p)
 		}
 	}
 	invalid := func(path *field.Path, value any, err error) error {
@@ -76,7 +44,7 @@ func (h *handler) allocateService(obj runtime.Object) (undo func(), err error) {
 		return apierrors.NewInvalid(h.r.GVK.GroupKind(), svc.Name, field.ErrorList{field.Invalid(path, value, err.Error())})
 	}
 	if svc.Spec.Type != corev1.ServiceTypeExternalName && svc.Spec.ClusterIP != corev1.ClusterIPNone {
-		ip, err := h.s.clusterIPs.allocate(h.ctx, svc.Spec.ClusterIP, owner)
+		ip, err := h.s.clusterIPs.Allocate(h.ctx, svc.Spec.ClusterIP, owner)
 		if err != nil {
 			return nil, invalid(field.NewPath("spec", "clusterIP"), svc.Spec.ClusterIP, err)
 		}
@@ -92,7 +60,7 @@ func (h *handler) allocateService(obj runtime.Object) (undo func(), err error) {
 			if p.NodePort != 0 {
 				requested = fmt.Sprint(p.NodePort)
 			}
-			port, err := h.s.nodePorts.allocate(h.ctx, requested, owner)
+			port, err := h.s.nodePorts.Allocate(h.ctx, requested, owner)
 			if err != nil {
 				return nil, invalid(field.NewPath("spec", "ports").Index(i).Child("nodePort"), p.NodePort, err)
 			}
@@ -113,12 +81,12 @@ func (h *handler) releaseService(obj runtime.Object) {
 	}
 	for _, ip := range svc.Spec.ClusterIPs {
 		if ip != corev1.ClusterIPNone && ip != "" {
-			_ = h.s.clusterIPs.release(h.ctx, ip)
+			_ = h.s.clusterIPs.Release(h.ctx, ip)
 		}
 	}
 	for _, p := range svc.Spec.Ports {
 		if p.NodePort != 0 {
-			_ = h.s.nodePorts.release(h.ctx, fmt.Sprint(p.NodePort))
+			_ = h.s.nodePorts.Release(h.ctx, fmt.Sprint(p.NodePort))
 		}
 	}
 }
@@ -143,7 +111,7 @@ func keepServiceAllocations(existing, updated runtime.Object) error {
 	if len(svc.Spec.ClusterIPs) == 0 {
 		svc.Spec.ClusterIPs = old.Spec.ClusterIPs
 	}
-	defaultService(svc)
+	registry.DefaultService(svc)
 	for i := range svc.Spec.Ports {
 		for _, op := range old.Spec.Ports {
 			if svc.Spec.Ports[i].NodePort == 0 && op.Port == svc.Spec.Ports[i].Port && op.Protocol == svc.Spec.Ports[i].Protocol {

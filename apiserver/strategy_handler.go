@@ -1,6 +1,7 @@
 package apiserver
 
 import (
+	"github.com/sqlkube/sqlkube/apiserver/registry"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -10,20 +11,20 @@ import (
 // runUpdateStrategy runs the resource's update strategy (or that of its
 // status or approval subresource) and answers 422 with its field errors.
 func (h *handler) runUpdateStrategy(subresource string, existing, updated runtime.Object) (runtime.Object, error) {
-	res, err := strategyUpdate(h.ctx, h.r, subresource, existing, updated)
+	res, err := registry.StrategyUpdate(h.ctx, h.r, subresource, existing, updated)
 	if err != nil {
 		return nil, apierrors.NewBadRequest(err.Error())
 	}
-	if len(res.errs) > 0 {
+	if len(res.Errs) > 0 {
 		m, _ := meta.Accessor(updated)
-		return nil, apierrors.NewInvalid(h.r.GVK.GroupKind(), m.GetName(), res.errs)
+		return nil, apierrors.NewInvalid(h.r.GVK.GroupKind(), m.GetName(), res.Errs)
 	}
-	h.warnAll(res.warnings)
+	h.warnAll(res.Warnings)
 	// Updates, patches and applies of the object or its status by a node.
-	if err := h.admitNodeWrite(admission.Update, res.obj, existing, h.info.Name); err != nil {
+	if err := h.admitNodeWrite(admission.Update, res.Obj, existing, h.info.Name); err != nil {
 		return nil, err
 	}
-	return res.obj, nil
+	return res.Obj, nil
 }
 
 // warnAll sends each of a strategy's warnings.

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/labstack/echo/v4"
+	"github.com/sqlkube/sqlkube/apiserver/registry"
 	"github.com/sqlkube/sqlkube/apiserver/scheme"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -52,7 +53,7 @@ var extraSubresources = map[schema.GroupResource][]subresource{
 }
 
 // lookupSubresource finds r's subresource of that name.
-func lookupSubresource(r *Resource, name string) (subresource, bool) {
+func lookupSubresource(r *registry.Resource, name string) (subresource, bool) {
 	for _, sub := range extraSubresources[r.GroupResource()] {
 		if sub.Name == name {
 			return sub, true
@@ -78,7 +79,7 @@ func (h *handler) serveSubresource() (bool, error) {
 // resourceVerbs are the verbs discovery lists for r: namespaces have no
 // deletecollection in Kubernetes (each namespace is deleted on its own);
 // virtual resources (CreateOnly) have only create.
-func resourceVerbs(r *Resource) metav1.Verbs {
+func resourceVerbs(r *registry.Resource) metav1.Verbs {
 	if r.CreateOnly != nil {
 		return metav1.Verbs{"create"}
 	}
@@ -93,7 +94,7 @@ func resourceVerbs(r *Resource) metav1.Verbs {
 
 // addSubresourceDiscovery appends r's extraSubresources to a discovery
 // list, and the legacy core/v1 "bindings" resource after pods.
-func addSubresourceDiscovery(list *metav1.APIResourceList, r *Resource) {
+func addSubresourceDiscovery(list *metav1.APIResourceList, r *registry.Resource) {
 	for _, sub := range extraSubresources[r.GroupResource()] {
 		res := metav1.APIResource{Name: r.Plural + "/" + sub.Name, Namespaced: r.Namespaced, Kind: sub.Kind, Verbs: sub.Verbs}
 		if !sub.GroupVersion.Empty() {

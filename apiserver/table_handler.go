@@ -20,7 +20,7 @@ func (h *handler) table(obj runtime.Object) (*metav1.Table, error) {
 	if h.r.Custom == nil {
 		return printers.Table(obj, h.r.New(), include)
 	}
-	t, err := h.r.Custom.table.ConvertToTable(h.ctx, obj, nil)
+	t, err := h.r.Custom.Table.ConvertToTable(h.ctx, obj, nil)
 	if err != nil {
 		return nil, err
 	}

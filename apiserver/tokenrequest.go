@@ -166,7 +166,7 @@ func (h *handler) boundObjects(ref *authenticationv1.BoundObjectReference) (pod 
 		if !ok {
 			return apierrors.NewNotFound(schema.GroupResource{Resource: resource}, name)
 		}
-		if err := h.s.storages[r].Get(h.ctx, r.key(namespace, name), k8sstorage.GetOptions{}, into); err != nil {
+		if err := h.s.storages[r].Get(h.ctx, r.Key(namespace, name), k8sstorage.GetOptions{}, into); err != nil {
 			return storeerr.InterpretGetError(err, r.GroupResource(), name)
 		}
 		return nil

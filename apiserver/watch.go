@@ -36,10 +36,10 @@ func (h *handler) watch(opts metav1.ListOptions, pred k8sstorage.SelectionPredic
 	}
 	ctx, cancel := context.WithTimeout(h.ctx, timeout)
 	defer cancel()
-	key := h.r.listKey(h.info.Namespace)
+	key := h.r.ListKey(h.info.Namespace)
 	recursive := true
 	if name, ok := pred.Field.RequiresExactMatch("metadata.name"); ok && h.info.Namespace != "" || !h.r.Namespaced && ok {
-		key, recursive = h.r.key(h.info.Namespace, name), false
+		key, recursive = h.r.Key(h.info.Namespace, name), false
 	}
 	w, err := h.st.Watch(ctx, key, k8sstorage.ListOptions{
 		ResourceVersion: opts.ResourceVersion, ResourceVersionMatch: opts.ResourceVersionMatch,

@@ -1,4 +1,4 @@
-package apiserver
+package registry
 
 import (
 	"context"
@@ -27,7 +27,7 @@ import (
 // proxies them, aggregator.go) and flowcontrol.apiserver.k8s.io/v1's
 // flow schemas and priority levels (served and defaulted; requests are
 // limited by the in-flight limits, not by them).
-func (s *Server) admissionResources() []*Resource {
+func admissionResources(run Running) []*Resource {
 	adm, fc := admissionregistrationv1.SchemeGroupVersion, flowcontrolv1.SchemeGroupVersion
 	ext := []string{"api-extensions"}
 	mutating := resource(adm.WithKind("MutatingWebhookConfiguration"), "mutatingwebhookconfigurations", "mutatingwebhookconfiguration", false, false,
@@ -41,12 +41,12 @@ func (s *Server) admissionResources() []*Resource {
 		func() runtime.Object { return &admissionregistrationv1.ValidatingAdmissionPolicyList{} })
 	// Policies' strategies check that the writer may read the kinds of
 	// parameters they name, and find those kinds' resources.
-	policyStrategy := validatingadmissionpolicy.NewStrategy(s.lazyAuthorizer(), resolver.ResourceResolverFunc(s.resolveKind))
+	policyStrategy := validatingadmissionpolicy.NewStrategy(lazyAuthorizer(run), resolver.ResourceResolverFunc(resolveKind(run)))
 	policies.Strategy, policies.StatusStrategy = policyStrategy, validatingadmissionpolicy.NewStatusStrategy(policyStrategy)
 	bindings := resource(adm.WithKind("ValidatingAdmissionPolicyBinding"), "validatingadmissionpolicybindings", "validatingadmissionpolicybinding", false, false,
 		func() runtime.Object { return &admissionregistrationv1.ValidatingAdmissionPolicyBinding{} },
 		func() runtime.Object { return &admissionregistrationv1.ValidatingAdmissionPolicyBindingList{} })
-	bindings.Strategy = validatingadmissionpolicybinding.NewStrategy(s.lazyAuthorizer(), policyGetter{s: s}, resolver.ResourceResolverFunc(s.resolveKind))
+	bindings.Strategy = validatingadmissionpolicybinding.NewStrategy(lazyAuthorizer(run), policyGetter{run: run}, resolver.ResourceResolverFunc(resolveKind(run)))
 	apiServices := resource(apiregistrationv1.SchemeGroupVersion.WithKind("APIService"), "apiservices", "apiservice", false, true,
 		func() runtime.Object { return &apiregistrationv1.APIService{} }, func() runtime.Object { return &apiregistrationv1.APIServiceList{} })
 	// Where and how the aggregator stores them: JSON, group-qualified.
@@ -66,35 +66,39 @@ func (s *Server) admissionResources() []*Resource {
 
 // lazyAuthorizer asks the server's authorizer, which is built after the
 // resources.
-func (s *Server) lazyAuthorizer() authorizer.Authorizer {
+func lazyAuthorizer(run Running) authorizer.Authorizer {
 	return authorizer.AuthorizerFunc(func(ctx context.Context, a authorizer.Attributes) (authorizer.Decision, string, error) {
-		if s.authz == nil {
+		authz := run.Authorizer()
+		if authz == nil {
 			return authorizer.DecisionNoOpinion, "authorizer not started", nil
 		}
-		return s.authz.Authorize(ctx, a)
+		return authz.Authorize(ctx, a)
 	})
 }
 
 // resolveKind finds the served resource of a kind, as kube-apiserver's
 // discovery-based resolver does.
-func (s *Server) resolveKind(gvk schema.GroupVersionKind) (schema.GroupVersionResource, error) {
-	for _, r := range s.registry.Resources() {
-		if r.GVK == gvk {
-			return r.GroupVersion().WithResource(r.Plural), nil
+func resolveKind(run Running) func(schema.GroupVersionKind) (schema.GroupVersionResource, error) {
+	return func(gvk schema.GroupVersionKind) (schema.GroupVersionResource, error) {
+		for _, r := range run.Resources() {
+			if r.GVK == gvk {
+				return r.GroupVersion().WithResource(r.Plural), nil
+			}
 		}
+		return schema.GroupVersionResource{}, fmt.Errorf("no resource of kind %s is served", gvk)
 	}
-	return schema.GroupVersionResource{}, fmt.Errorf("no resource of kind %s is served", gvk)
 }
 
 // policyGetter reads validating admission policies (internal version) for
 // the bindings' strategy.
-type policyGetter struct{ s *Server }
+type policyGetter struct{ run Running }
 
 func (g policyGetter) GetValidatingAdmissionPolicy(ctx context.Context, name string) (*admissionregistration.ValidatingAdmissionPolicy, error) {
-	if g.s.client == nil {
+	client := g.run.Client()
+	if client == nil {
 		return nil, fmt.Errorf("server not started")
 	}
-	p, err := g.s.client.AdmissionregistrationV1().ValidatingAdmissionPolicies().Get(ctx, name, metav1.GetOptions{})
+	p, err := client.AdmissionregistrationV1().ValidatingAdmissionPolicies().Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return nil, err
 	}
@@ -110,12 +114,13 @@ func (g policyGetter) GetValidatingAdmissionPolicy(ctx context.Context, name str
 // claims' strategies call).
 type lazyNamespaces struct {
 	corev1client.NamespaceInterface
-	s *Server
+	run Running
 }
 
 func (l lazyNamespaces) Get(ctx context.Context, name string, opts metav1.GetOptions) (*corev1.Namespace, error) {
-	if l.s.client == nil {
+	client := l.run.Client()
+	if client == nil {
 		return nil, fmt.Errorf("server not started")
 	}
-	return l.s.client.CoreV1().Namespaces().Get(ctx, name, opts)
+	return client.CoreV1().Namespaces().Get(ctx, name, opts)
 }

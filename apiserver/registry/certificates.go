@@ -1,4 +1,4 @@
-package apiserver
+package registry
 
 import (
 	certificatesv1 "k8s.io/api/certificates/v1"

@@ -1,4 +1,4 @@
-package apiserver
+package registry
 
 import (
 	networkingv1 "k8s.io/api/networking/v1"
@@ -17,7 +17,7 @@ import (
 // networking.k8s.io/v1 and resource.k8s.io/v1, stored where and in the
 // version kube-apiserver 1.34 stores them (ingresses under /ingress;
 // volume attributes classes as v1beta1, resource.k8s.io as v1beta2).
-func (s *Server) clusterResources() []*Resource {
+func clusterResources(run Running) []*Resource {
 	st, net, res := storagev1.SchemeGroupVersion, networkingv1.SchemeGroupVersion, resourcev1.SchemeGroupVersion
 	vacStorage := storagev1beta1.SchemeGroupVersion
 	vac := resource(st.WithKind("VolumeAttributesClass"), "volumeattributesclasses", "volumeattributesclass", false, false,
@@ -29,11 +29,11 @@ func (s *Server) clusterResources() []*Resource {
 	claims := resource(res.WithKind("ResourceClaim"), "resourceclaims", "resourceclaim", true, true,
 		func() runtime.Object { return &resourcev1.ResourceClaim{} }, func() runtime.Object { return &resourcev1.ResourceClaimList{} })
 	// The claims' strategies read namespaces (admin access needs a label).
-	claimStrategy := resourceclaim.NewStrategy(lazyNamespaces{s: s})
+	claimStrategy := resourceclaim.NewStrategy(lazyNamespaces{run: run})
 	claims.Strategy, claims.StatusStrategy = claimStrategy, resourceclaim.NewStatusStrategy(claimStrategy)
 	templates := resource(res.WithKind("ResourceClaimTemplate"), "resourceclaimtemplates", "resourceclaimtemplate", true, false,
 		func() runtime.Object { return &resourcev1.ResourceClaimTemplate{} }, func() runtime.Object { return &resourcev1.ResourceClaimTemplateList{} })
-	templates.Strategy = resourceclaimtemplate.NewStrategy(lazyNamespaces{s: s})
+	templates.Strategy = resourceclaimtemplate.NewStrategy(lazyNamespaces{run: run})
 	slices := resource(res.WithKind("ResourceSlice"), "resourceslices", "resourceslice", false, false,
 		func() runtime.Object { return &resourcev1.ResourceSlice{} }, func() runtime.Object { return &resourcev1.ResourceSliceList{} })
 	slices.Fields = func(obj runtime.Object) fields.Set {

@@ -1,4 +1,4 @@
-package apiserver
+package registry
 
 import (
 	"io"
@@ -15,13 +15,13 @@ import (
 // only through the internal one, so objects go to the internal version,
 // then to the storage version, and back.
 type viaInternal struct {
-	storage runtime.Codec
+	Storage runtime.Codec
 	newObj  func() runtime.Object
 }
 
-// newViaInternalCodec returns r's storage codec when r is stored in
+// NewViaInternalCodec returns r's storage codec when r is stored in
 // another version than it is served in.
-func newViaInternalCodec(r *Resource) (runtime.Codec, error) {
+func NewViaInternalCodec(r *Resource) (runtime.Codec, error) {
 	internal := schema.GroupVersion{Group: r.StorageVersion.Group, Version: runtime.APIVersionInternal}
 	codec, _, err := storage.NewStorageCodec(storage.StorageCodecConfig{
 		StorageMediaType: runtime.ContentTypeProtobuf, StorageSerializer: legacyscheme.Codecs,
@@ -30,7 +30,7 @@ func newViaInternalCodec(r *Resource) (runtime.Codec, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &viaInternal{storage: codec, newObj: r.New}, nil
+	return &viaInternal{Storage: codec, newObj: r.New}, nil
 }
 
 func (c *viaInternal) Encode(obj runtime.Object, w io.Writer) error {
@@ -38,13 +38,13 @@ func (c *viaInternal) Encode(obj runtime.Object, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	return c.storage.Encode(in, w)
+	return c.Storage.Encode(in, w)
 }
 
 // Decode decodes into into, or into a new served-version object when into
 // is nil (watch events).
 func (c *viaInternal) Decode(data []byte, defaults *schema.GroupVersionKind, into runtime.Object) (runtime.Object, *schema.GroupVersionKind, error) {
-	in, _, err := c.storage.Decode(data, nil, nil)
+	in, _, err := c.Storage.Decode(data, nil, nil)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -62,5 +62,5 @@ func (c *viaInternal) Decode(data []byte, defaults *schema.GroupVersionKind, int
 }
 
 func (c *viaInternal) Identifier() runtime.Identifier {
-	return "sqlkube-via-internal-" + c.storage.Identifier()
+	return "sqlkube-via-internal-" + c.Storage.Identifier()
 }

@@ -1,4 +1,4 @@
-package apiserver
+package registry
 
 import (
 	"context"
@@ -31,38 +31,38 @@ import (
 	"k8s.io/kube-openapi/pkg/validation/spec"
 )
 
-// customResource is what serving one version of a CRD's resource needs
+// CustomResource is what serving one version of a CRD's resource needs
 // besides the generic Resource fields: its storage (JSON under
 // /registry/GROUP/PLURAL, like kube-apiserver), structural schema and
 // validator, table columns, scale paths and field managers.
-type customResource struct {
-	crd     *apiextensionsv1.CustomResourceDefinition
+type CustomResource struct {
+	CRD     *apiextensionsv1.CustomResourceDefinition
 	version string
 	// storage is the resource's store and watch cache; stop ends them.
-	storage k8sstorage.Interface
-	stop    func()
+	Storage k8sstorage.Interface
+	Stop    func()
 	// structural is nil when the version has no schema (never for v1 CRDs
 	// that passed validation).
 	structural *structuralschema.Structural
 	validator  apiservervalidation.SchemaValidator
 	// cel checks the schema's x-kubernetes-validations rules (nil: none).
 	cel   *apiextensionscel.Validator
-	table rest.TableConvertor
-	scale *apiextensionsv1.CustomResourceSubresourceScale
+	Table rest.TableConvertor
+	Scale *apiextensionsv1.CustomResourceSubresourceScale
 	// storageCodec writes objects in the storage version and reads them
 	// in this version, converting with converter.
-	storageCodec runtime.Codec
+	StorageCodec runtime.Codec
 	// converter converts between the CRD's versions (nil: strategy None,
 	// only apiVersion changes).
 	converter runtime.ObjectConvertor
-	fields    *customFieldManagers
+	Fields    *CustomFieldManagers
 }
 
-// newCustomResources makes the registry entries of a CRD's served
+// NewCustomResources makes the registry entries of a CRD's served
 // versions (without storage, which the caller adds); staticDefs are the
 // built-in OpenAPI definitions server-side apply needs besides the CRD's;
 // converter converts between versions (nil: strategy None).
-func newCustomResources(crd *apiextensionsv1.CustomResourceDefinition, staticDefs map[string]*spec.Schema, converter runtime.ObjectConvertor) ([]*Resource, error) {
+func NewCustomResources(crd *apiextensionsv1.CustomResourceDefinition, staticDefs map[string]*spec.Schema, converter runtime.ObjectConvertor) ([]*Resource, error) {
 	storageVersion := ""
 	for _, v := range crd.Spec.Versions {
 		if v.Storage {
@@ -76,9 +76,9 @@ func newCustomResources(crd *apiextensionsv1.CustomResourceDefinition, staticDef
 			continue
 		}
 		gv := schema.GroupVersion{Group: crd.Spec.Group, Version: v.Name}
-		cr := &customResource{
-			crd: crd, version: v.Name, converter: converter,
-			storageCodec: unstructuredStorageCodec{
+		cr := &CustomResource{
+			CRD: crd, version: v.Name, converter: converter,
+			StorageCodec: unstructuredStorageCodec{
 				served: gv, stored: schema.GroupVersion{Group: crd.Spec.Group, Version: storageVersion}, converter: converter,
 			},
 		}
@@ -110,7 +110,7 @@ func newCustomResources(crd *apiextensionsv1.CustomResourceDefinition, staticDef
 			}}
 		}
 		var err error
-		if cr.table, err = tableconvertor.New(columns); err != nil {
+		if cr.Table, err = tableconvertor.New(columns); err != nil {
 			return nil, fmt.Errorf("%s %s: printer columns: %w", crd.Name, v.Name, err)
 		}
 		r := &Resource{
@@ -134,10 +134,10 @@ func newCustomResources(crd *apiextensionsv1.CustomResourceDefinition, staticDef
 		if sub := v.Subresources; sub != nil {
 			r.Status = sub.Status != nil
 			r.Scale = sub.Scale != nil
-			cr.scale = sub.Scale
+			cr.Scale = sub.Scale
 		}
 		r.Admit = func(ctx context.Context, obj, old runtime.Object) error { return cr.admit(ctx, r, obj, old) }
-		cr.fields = newCustomFieldManagers(r, staticDefs)
+		cr.Fields = newCustomFieldManagers(r, staticDefs)
 		out = append(out, r)
 	}
 	// Served in Kubernetes' version order (v2 before v1beta1), so the
@@ -148,22 +148,13 @@ func newCustomResources(crd *apiextensionsv1.CustomResourceDefinition, staticDef
 	return out, nil
 }
 
-// storageFor is a resource's store: the custom resource's own, or the
-// built-in one made by New.
-func (s *Server) storageFor(r *Resource) k8sstorage.Interface {
-	if r.Custom != nil {
-		return r.Custom.storage
-	}
-	return s.storages[r]
-}
-
 // admit prepares a custom resource for storage as kube-apiserver does:
 // status dropped on create when it is a subresource, unknown fields pruned
 // (unless the schema preserves them), defaults from the schema applied,
 // then the object validated against the schema (422 with the field
 // errors). Without a status subresource a status change moves the
 // generation too.
-func (cr *customResource) admit(ctx context.Context, r *Resource, obj, old runtime.Object) error {
+func (cr *CustomResource) admit(ctx context.Context, r *Resource, obj, old runtime.Object) error {
 	u, ok := obj.(*unstructured.Unstructured)
 	if !ok {
 		return apierrors.NewInternalError(fmt.Errorf("custom resource is a %T", obj))
@@ -173,7 +164,7 @@ func (cr *customResource) admit(ctx context.Context, r *Resource, obj, old runti
 		delete(u.Object, "status")
 	}
 	if s := cr.structural; s != nil {
-		if !cr.crd.Spec.PreserveUnknownFields {
+		if !cr.CRD.Spec.PreserveUnknownFields {
 			structuralpruning.Prune(u.Object, s, true)
 			structuraldefaulting.PruneNonNullableNullsWithoutDefaults(u.Object, s)
 		}
@@ -207,20 +198,20 @@ func (cr *customResource) admit(ctx context.Context, r *Resource, obj, old runti
 		return apierrors.NewInvalid(r.GVK.GroupKind(), u.GetName(), errs)
 	}
 	if o, ok := old.(*unstructured.Unstructured); ok && !r.Status && u.GetGeneration() == o.GetGeneration() &&
-		!apiequality.Semantic.DeepEqual(contentWithout(u, "metadata"), contentWithout(o, "metadata")) {
+		!apiequality.Semantic.DeepEqual(ContentWithout(u, "metadata"), ContentWithout(o, "metadata")) {
 		u.SetGeneration(o.GetGeneration() + 1)
 	}
 	return nil
 }
 
-// prune drops the fields a custom resource's schema does not know (unless
+// Prune drops the fields a custom resource's schema does not know (unless
 // it preserves them), as kube-apiserver does when it decodes a request
 // body, so managedFields never name them, and returns the errors
 // fieldValidation reports for them (`unknown field "spec.foo"`). It does
 // nothing on a nil receiver (built-in resources) or without a schema.
-func (cr *customResource) prune(obj runtime.Object) []error {
+func (cr *CustomResource) Prune(obj runtime.Object) []error {
 	u, ok := obj.(*unstructured.Unstructured)
-	if cr == nil || !ok || cr.structural == nil || cr.crd.Spec.PreserveUnknownFields {
+	if cr == nil || !ok || cr.structural == nil || cr.CRD.Spec.PreserveUnknownFields {
 		return nil
 	}
 	paths := structuralpruning.PruneWithOptions(u.Object, cr.structural, true, structuralschema.UnknownFieldPathOptions{TrackUnknownFieldPaths: true})
@@ -287,4 +278,16 @@ func (c unstructuredStorageCodec) Decode(data []byte, defaults *schema.GroupVers
 
 func (c unstructuredStorageCodec) Identifier() runtime.Identifier {
 	return runtime.Identifier("sqlkube-custom-resource-json-" + c.served.String())
+}
+
+// ContentWithout is u's content without the given top-level keys (a
+// shallow copy).
+func ContentWithout(u *unstructured.Unstructured, keys ...string) map[string]any {
+	out := make(map[string]any, len(u.Object))
+	for k, v := range u.Object {
+		if !slices.Contains(keys, k) {
+			out[k] = v
+		}
+	}
+	return out
 }

@@ -1,4 +1,4 @@
-package apiserver
+package registry
 
 import (
 	"fmt"
@@ -14,12 +14,12 @@ import (
 	"k8s.io/kube-openapi/pkg/validation/spec"
 )
 
-// customFieldManagers track managedFields and serve server-side apply for
+// CustomFieldManagers track managedFields and serve server-side apply for
 // one version of a custom resource, over a type converter made from the
 // CRD's schemas (merged with the built-in definitions, for ObjectMeta),
 // as kube-apiserver does; a CRD whose schemas cannot be made into one is
 // tracked with a deduced (schemaless) converter.
-type customFieldManagers struct {
+type CustomFieldManagers struct {
 	r *Resource
 	// staticDefs are the built-in OpenAPI definitions.
 	staticDefs map[string]*spec.Schema
@@ -28,11 +28,11 @@ type customFieldManagers struct {
 	bySub      map[string]*managedfields.FieldManager
 }
 
-func newCustomFieldManagers(r *Resource, staticDefs map[string]*spec.Schema) *customFieldManagers {
-	return &customFieldManagers{r: r, staticDefs: staticDefs, bySub: map[string]*managedfields.FieldManager{}}
+func newCustomFieldManagers(r *Resource, staticDefs map[string]*spec.Schema) *CustomFieldManagers {
+	return &CustomFieldManagers{r: r, staticDefs: staticDefs, bySub: map[string]*managedfields.FieldManager{}}
 }
 
-func (f *customFieldManagers) get(subresource string) (*managedfields.FieldManager, error) {
+func (f *CustomFieldManagers) Get(subresource string) (*managedfields.FieldManager, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if fm, ok := f.bySub[subresource]; ok {
@@ -50,8 +50,8 @@ func (f *customFieldManagers) get(subresource string) (*managedfields.FieldManag
 	return fm, nil
 }
 
-func (f *customFieldManagers) typeConverter() managedfields.TypeConverter {
-	crd := f.r.Custom.crd
+func (f *CustomFieldManagers) typeConverter() managedfields.TypeConverter {
+	crd := f.r.Custom.CRD
 	specs := []*spec3.OpenAPI{{Version: "3.0.0", Components: &spec3.Components{Schemas: f.staticDefs}}}
 	for _, v := range crd.Spec.Versions {
 		s, err := builder.BuildOpenAPIV3(crd, v.Name, builder.Options{})
@@ -75,7 +75,7 @@ func (f *customFieldManagers) typeConverter() managedfields.TypeConverter {
 // for the field manager: with the CRD's converter (strategy Webhook),
 // else versions differ only in apiVersion (strategy None); defaults come
 // from the structural schema.
-type unstructuredConvertor struct{ cr *customResource }
+type unstructuredConvertor struct{ cr *CustomResource }
 
 func (c unstructuredConvertor) Convert(in, out, _ any) error {
 	src, ok1 := in.(*unstructured.Unstructured)

@@ -1,4 +1,4 @@
-package apiserver
+package registry
 
 import (
 	"context"
@@ -62,17 +62,17 @@ type Resource struct {
 	// Custom is set on the resources a CustomResourceDefinition defines
 	// (customresource.go): unstructured objects with their own storage,
 	// schema, table columns and scale paths.
-	Custom *customResource
+	Custom *CustomResource
 	// CreateOnly, when set, makes the resource virtual: nothing is stored
 	// (no storage, no watch cache, NewList may be nil), create is its only
-	// verb and this function answers it (the access reviews, reviews.go);
-	// any other verb is 405.
-	CreateOnly func(h *handler) error
+	// verb and the REST handler this function makes answers it (the
+	// access reviews, resources_reviews.go); any other verb is 405.
+	CreateOnly func() rest.Creater
 	// Computed, when set, also makes the resource virtual: get and list
 	// (its only verbs, as discovery says) answer with the list this
 	// function computes at request time (componentstatuses); any other
 	// verb is 405.
-	Computed func(h *handler) (runtime.Object, error)
+	Computed func(ctx context.Context) (runtime.Object, error)
 	// Strategy and StatusStrategy, when set, are the resource's Kubernetes
 	// strategies where they need the running server (an authorizer, a
 	// client), in place of its entries in strategies and
@@ -81,8 +81,8 @@ type Resource struct {
 	StatusStrategy rest.RESTUpdateStrategy
 }
 
-// virtual reports whether nothing of the resource is stored.
-func (r *Resource) virtual() bool { return r.CreateOnly != nil || r.Computed != nil }
+// Virtual reports whether nothing of the resource is stored.
+func (r *Resource) Virtual() bool { return r.CreateOnly != nil || r.Computed != nil }
 
 // GroupResource returns the resource's group and plural.
 func (r *Resource) GroupResource() schema.GroupResource {
@@ -92,8 +92,8 @@ func (r *Resource) GroupResource() schema.GroupResource {
 // GroupVersion returns the version the resource is served in.
 func (r *Resource) GroupVersion() schema.GroupVersion { return r.GVK.GroupVersion() }
 
-// attrs are the labels and fields selectors match on.
-func (r *Resource) attrs(obj runtime.Object) (labels.Set, fields.Set, error) {
+// Attrs are the labels and fields selectors match on.
+func (r *Resource) Attrs(obj runtime.Object) (labels.Set, fields.Set, error) {
 	m, err := meta.Accessor(obj)
 	if err != nil {
 		return nil, nil, err
@@ -110,24 +110,24 @@ func (r *Resource) attrs(obj runtime.Object) (labels.Set, fields.Set, error) {
 	return m.GetLabels(), f, nil
 }
 
-// key is the object's storage key below /registry.
-func (r *Resource) key(namespace, name string) string {
+// Key is the object's storage key below /registry.
+func (r *Resource) Key(namespace, name string) string {
 	if r.Namespaced {
 		return r.StoragePrefix + "/" + namespace + "/" + name
 	}
 	return r.StoragePrefix + "/" + name
 }
 
-// listKey is the storage prefix of a namespace's objects, or of all.
-func (r *Resource) listKey(namespace string) string {
+// ListKey is the storage prefix of a namespace's objects, or of all.
+func (r *Resource) ListKey(namespace string) string {
 	if r.Namespaced && namespace != "" {
 		return r.StoragePrefix + "/" + namespace + "/"
 	}
 	return r.StoragePrefix + "/"
 }
 
-// objectKey returns the storage key of an object (for the watch cache).
-func (r *Resource) objectKey(obj runtime.Object) (string, error) {
+// ObjectKey returns the storage key of an object (for the watch cache).
+func (r *Resource) ObjectKey(obj runtime.Object) (string, error) {
 	m, err := meta.Accessor(obj)
 	if err != nil {
 		return "", err
@@ -135,7 +135,13 @@ func (r *Resource) objectKey(obj runtime.Object) (string, error) {
 	if r.Namespaced && m.GetNamespace() == "" {
 		return "", fmt.Errorf("%s %q has no namespace", r.Singular, m.GetName())
 	}
-	return r.key(m.GetNamespace(), m.GetName()), nil
+	return r.Key(m.GetNamespace(), m.GetName()), nil
+}
+
+// Builtin are the built-in resources, in discovery's order.
+func Builtin(run Running) []*Resource {
+	return slices.Concat(coreResources(), storageResources(), workloadResources(run), groupResources(), eventResources(),
+		storageGroupResources(), clusterResources(run), admissionResources(run), certificateResources(), reviewResources(run))
 }
 
 // Registry holds the served resources by group, version and plural. The

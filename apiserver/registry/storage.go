@@ -1,4 +1,4 @@
-package apiserver
+package registry
 
 import (
 	storagev1 "k8s.io/api/storage/v1"

@@ -1,4 +1,4 @@
-package apiserver
+package registry
 
 import (
 	"context"
@@ -182,47 +182,47 @@ var (
 	}
 )
 
-// strategy is r's Strategy, or its entry in strategies (nil if none).
-func (r *Resource) strategy() Strategy {
+// EffectiveStrategy is r's Strategy, or its entry in strategies (nil if none).
+func (r *Resource) EffectiveStrategy() Strategy {
 	if r.Strategy != nil {
 		return r.Strategy
 	}
 	return strategies[r.GroupResource()]
 }
 
-// strategyResult is what a strategy made of an object: the object to
+// StrategyResult is what a strategy made of an object: the object to
 // store (served version), validation errors and warnings.
-type strategyResult struct {
-	obj      runtime.Object
-	errs     field.ErrorList
-	warnings []string
+type StrategyResult struct {
+	Obj      runtime.Object
+	Errs     field.ErrorList
+	Warnings []string
 }
 
-// strategyCreate runs the resource's create strategy on obj (defaulted,
+// StrategyCreate runs the resource's create strategy on obj (defaulted,
 // served version). Without a strategy obj is returned as it is.
-func strategyCreate(ctx context.Context, r *Resource, obj runtime.Object) (strategyResult, error) {
-	st := r.strategy()
+func StrategyCreate(ctx context.Context, r *Resource, obj runtime.Object) (StrategyResult, error) {
+	st := r.EffectiveStrategy()
 	if st == nil {
-		return strategyResult{obj: obj}, nil
+		return StrategyResult{Obj: obj}, nil
 	}
 	in, err := scheme.ToInternal(obj)
 	if err != nil {
-		return strategyResult{}, err
+		return StrategyResult{}, err
 	}
 	st.PrepareForCreate(ctx, in)
-	res := strategyResult{errs: st.Validate(ctx, in)}
-	if len(res.errs) == 0 {
-		res.warnings = st.WarningsOnCreate(ctx, in)
+	res := StrategyResult{Errs: st.Validate(ctx, in)}
+	if len(res.Errs) == 0 {
+		res.Warnings = st.WarningsOnCreate(ctx, in)
 	}
 	st.Canonicalize(in)
-	res.obj, err = scheme.FromInternal(in, r.New)
+	res.Obj, err = scheme.FromInternal(in, r.New)
 	return res, err
 }
 
-// strategyUpdate runs the resource's update strategy (that of its status
+// StrategyUpdate runs the resource's update strategy (that of its status
 // or approval subresource when subresource names one) on updated against
 // existing.
-func strategyUpdate(ctx context.Context, r *Resource, subresource string, existing, updated runtime.Object) (strategyResult, error) {
+func StrategyUpdate(ctx context.Context, r *Resource, subresource string, existing, updated runtime.Object) (StrategyResult, error) {
 	var st rest.RESTUpdateStrategy
 	switch subresource {
 	case "status":
@@ -232,25 +232,25 @@ func strategyUpdate(ctx context.Context, r *Resource, subresource string, existi
 	case "approval":
 		st = approvalStrategies[r.GroupResource()]
 	default:
-		if s := r.strategy(); s != nil {
+		if s := r.EffectiveStrategy(); s != nil {
 			st = s
 		}
 	}
 	if st == nil {
-		return strategyResult{obj: updated}, nil
+		return StrategyResult{Obj: updated}, nil
 	}
 	oldIn, err := scheme.ToInternal(existing)
 	if err != nil {
-		return strategyResult{}, err
+		return StrategyResult{}, err
 	}
 	newIn, err := scheme.ToInternal(updated)
 	if err != nil {
-		return strategyResult{}, err
+		return StrategyResult{}, err
 	}
 	st.PrepareForUpdate(ctx, newIn, oldIn)
 	// As rest.BeforeUpdate after the strategy: an update never removes or
 	// changes a deletion timestamp or grace period (the pod status
-	// strategy clears them from its copy).
+	// EffectiveStrategy clears them from its copy).
 	if oldMeta, err := meta.Accessor(oldIn); err == nil {
 		if newMeta, err := meta.Accessor(newIn); err == nil {
 			if !oldMeta.GetDeletionTimestamp().IsZero() {
@@ -261,11 +261,11 @@ func strategyUpdate(ctx context.Context, r *Resource, subresource string, existi
 			}
 		}
 	}
-	res := strategyResult{errs: st.ValidateUpdate(ctx, newIn, oldIn)}
-	if len(res.errs) == 0 {
-		res.warnings = st.WarningsOnUpdate(ctx, newIn, oldIn)
+	res := StrategyResult{Errs: st.ValidateUpdate(ctx, newIn, oldIn)}
+	if len(res.Errs) == 0 {
+		res.Warnings = st.WarningsOnUpdate(ctx, newIn, oldIn)
 	}
 	st.Canonicalize(newIn)
-	res.obj, err = scheme.FromInternal(newIn, r.New)
+	res.Obj, err = scheme.FromInternal(newIn, r.New)
 	return res, err
 }

@@ -1,4 +1,4 @@
-package apiserver
+package registry
 
 import (
 	authenticationv1beta1 "k8s.io/api/authentication/v1beta1"
@@ -8,6 +8,7 @@ import (
 	nodev1 "k8s.io/api/node/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apiserver/pkg/registry/rest"
 	"k8s.io/kubernetes/pkg/registry/authentication/selfsubjectreview"
 )
 
@@ -17,7 +18,7 @@ import (
 // v2 as kube-apiserver stores them), node.k8s.io's runtime classes, and
 // SelfSubjectReview in v1beta1, which kubectl 1.27 asks for (kube-apiserver
 // 1.34 no longer serves it by default: v1 only; nor v1alpha1).
-func workloadResources() []*Resource {
+func workloadResources(run Running) []*Resource {
 	core := corev1.SchemeGroupVersion
 	rc := &Resource{
 		GVK: core.WithKind("ReplicationController"), Plural: "replicationcontrollers", Singular: "replicationcontroller",
@@ -47,11 +48,11 @@ func workloadResources() []*Resource {
 	runtimeClasses := resource(nodev1.SchemeGroupVersion.WithKind("RuntimeClass"), "runtimeclasses", "runtimeclass", false, false,
 		func() runtime.Object { return &nodev1.RuntimeClass{} }, func() runtime.Object { return &nodev1.RuntimeClassList{} })
 	whoami := func(r *Resource) *Resource {
-		r.CreateOnly = func(h *handler) error { return h.createReview(selfsubjectreview.NewREST()) }
+		r.CreateOnly = func() rest.Creater { return selfsubjectreview.NewREST() }
 		return r
 	}
 	return []*Resource{
-		rc, podTemplates, componentStatusesResource(), hpa, hpaV1, runtimeClasses,
+		rc, podTemplates, componentStatusesResource(run), hpa, hpaV1, runtimeClasses,
 		whoami(&Resource{GVK: authenticationv1beta1.SchemeGroupVersion.WithKind("SelfSubjectReview"), Plural: "selfsubjectreviews", Singular: "selfsubjectreview",
 			New: func() runtime.Object { return &authenticationv1beta1.SelfSubjectReview{} }}),
 	}

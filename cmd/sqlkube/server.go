@@ -31,6 +31,7 @@ import (
 	"github.com/sqlkube/sqlkube/apiserver"
 	"github.com/sqlkube/sqlkube/apiserver/authn"
 	"github.com/sqlkube/sqlkube/apiserver/authz"
+	"github.com/sqlkube/sqlkube/apiserver/bootstrap"
 	"github.com/sqlkube/sqlkube/apiserver/filters"
 	"github.com/sqlkube/sqlkube/apiserver/pki"
 	"github.com/sqlkube/sqlkube/etcdshim"
@@ -321,7 +322,7 @@ func serveAPI(ctx context.Context, f *apiFlags, client *kubernetes.Client, stora
 		return err
 	}
 	hosts := append(f.tlsSANs, f.bindAddress)
-	if ip, err := apiserver.KubernetesServiceIP(f.serviceIPs); err == nil {
+	if ip, err := bootstrap.KubernetesServiceIP(f.serviceIPs); err == nil {
 		hosts = append(hosts, ip.String()) // pods reach the API on it
 	}
 	files, err := pki.Ensure(filepath.Join(f.dataDir, "tls"), pki.Options{Hosts: hosts})
@@ -418,7 +419,7 @@ func serveAPI(ctx context.Context, f *apiFlags, client *kubernetes.Client, stora
 		return err
 	}
 	background.Go(func() {
-		api.RunKubernetesService(bgCtx, apiserver.KubernetesServiceOptions{Address: advertise, Port: l.Addr().(*net.TCPAddr).Port})
+		api.RunKubernetesService(bgCtx, bootstrap.KubernetesServiceOptions{Address: advertise, Port: l.Addr().(*net.TCPAddr).Port})
 	})
 	if !f.dns.disable {
 		background.Go(func() { runClusterDNS(bgCtx, f.dns, dnsIP, advertise, api.Loopback(), log) })

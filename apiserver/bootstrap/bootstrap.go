@@ -1,4 +1,4 @@
-package apiserver
+package bootstrap
 
 import (
 	"context"
@@ -14,34 +14,34 @@ import (
 	clientset "k8s.io/client-go/kubernetes"
 )
 
-// systemNamespaces exist on every cluster.
-var systemNamespaces = []string{metav1.NamespaceDefault, metav1.NamespaceSystem, metav1.NamespacePublic, corev1.NamespaceNodeLease}
+// SystemNamespaces exist on every cluster.
+var SystemNamespaces = []string{metav1.NamespaceDefault, metav1.NamespaceSystem, metav1.NamespacePublic, corev1.NamespaceNodeLease}
 
-// Bootstrap creates what a fresh cluster has: the system namespaces, the
+// Run creates what a fresh cluster has: the system namespaces, the
 // system priority classes, the default ServiceCIDR, flow control's
 // default priority levels and flow schemas and Kubernetes' bootstrap RBAC policy
 // (reconciled at every start). It is idempotent.
-func (s *Server) Bootstrap(ctx context.Context) error {
-	r, _ := s.registry.Lookup(schema.GroupVersionResource{Version: "v1", Resource: "namespaces"})
-	st := s.storages[r]
-	for _, name := range systemNamespaces {
+func Run(ctx context.Context, c *Cluster) error {
+	r, _ := c.Registry.Lookup(schema.GroupVersionResource{Version: "v1", Resource: "namespaces"})
+	st := c.Storages[r]
+	for _, name := range SystemNamespaces {
 		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
 			Name: name, UID: types.UID(uuid.NewString()), CreationTimestamp: metav1.NewTime(time.Now().Truncate(time.Second)),
 		}}
 		scheme.Default(ns)
 		r.PrepareForCreate(ns)
-		if err := st.Create(ctx, r.key("", name), ns, &corev1.Namespace{}, 0); err != nil && !k8sstorage.IsExist(err) {
+		if err := st.Create(ctx, r.Key("", name), ns, &corev1.Namespace{}, 0); err != nil && !k8sstorage.IsExist(err) {
 			return err
 		}
 	}
-	cs, err := clientset.NewForConfig(s.loopback)
+	cs, err := clientset.NewForConfig(c.Loopback)
 	if err != nil {
 		return err
 	}
 	if err := ensureSystemPriorityClasses(ctx, cs); err != nil {
 		return err
 	}
-	if err := ensureDefaultServiceCIDR(ctx, cs, s.cfg.ServiceClusterIPRange); err != nil {
+	if err := ensureDefaultServiceCIDR(ctx, cs, c.ServiceClusterIPRange); err != nil {
 		return err
 	}
 	if err := ensureFlowControlDefaults(ctx, cs); err != nil {

@@ -1,4 +1,4 @@
-package apiserver
+package allocator
 
 import (
 	"context"
@@ -11,18 +11,24 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// Defaults of the service address ranges (kubeadm's cluster IP range, the
-// Kubernetes node port range).
-const (
-	DefaultServiceClusterIPRange = "10.96.0.0/12"
-	DefaultServiceNodePortRange  = "30000-32767"
-)
+// KubernetesServiceOwner is the default/kubernetes service, the only one
+// that may claim the first cluster IP.
+const KubernetesServiceOwner = "default/kubernetes"
 
-// reservations hands out unique values (service cluster IPs, node ports)
+// FirstServiceIP is the address after the network's: the kubernetes
+// service's cluster IP.
+func FirstServiceIP(network *net.IPNet) net.IP {
+	n := new(big.Int).Add(new(big.Int).SetBytes(network.IP.To4()), big.NewInt(1)).Bytes()
+	out := make(net.IP, 4)
+	copy(out[4-len(n):], n)
+	return out
+}
+
+// Reservations hands out unique values (service cluster IPs, node ports)
 // by creating one etcd key per value in a transaction that succeeds only
 // if the key does not exist, so API servers sharing a database never hand
 // out the same value twice. Releasing deletes the key.
-type reservations struct {
+type Reservations struct {
 	client *clientv3.Client
 	prefix string
 	size   int64
@@ -34,22 +40,23 @@ type reservations struct {
 	reservedFor map[string]string
 }
 
-func (r *reservations) key(v string) string { return r.prefix + v }
+// Key is the etcd key that reserves v.
+func (r *Reservations) Key(v string) string { return r.prefix + v }
 
 // reserve claims v for owner; false if it is taken.
-func (r *reservations) reserve(ctx context.Context, v, owner string) (bool, error) {
+func (r *Reservations) reserve(ctx context.Context, v, owner string) (bool, error) {
 	resp, err := r.client.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(r.key(v)), "=", 0)).
-		Then(clientv3.OpPut(r.key(v), owner)).Commit()
+		If(clientv3.Compare(clientv3.CreateRevision(r.Key(v)), "=", 0)).
+		Then(clientv3.OpPut(r.Key(v), owner)).Commit()
 	if err != nil {
 		return false, err
 	}
 	return resp.Succeeded, nil
 }
 
-// allocate claims the requested value (which must be in the range and
+// Allocate claims the requested value (which must be in the range and
 // free) or, if none is requested, a free one.
-func (r *reservations) allocate(ctx context.Context, requested, owner string) (string, error) {
+func (r *Reservations) Allocate(ctx context.Context, requested, owner string) (string, error) {
 	if requested != "" {
 		if _, ok := r.index(requested); !ok {
 			return "", fmt.Errorf("%s is not in the range", requested)
@@ -105,7 +112,7 @@ func (r *reservations) allocate(ctx context.Context, requested, owner string) (s
 // tenth address, a chosen node port) until the rest is taken:
 // min(max(16, size/16), 256), as kube-apiserver's allocators; none in a
 // range of 16 or fewer.
-func (r *reservations) staticBand() int64 {
+func (r *Reservations) staticBand() int64 {
 	band := min(max(16, r.size/16), 256)
 	if band >= r.size {
 		return 0
@@ -113,14 +120,14 @@ func (r *reservations) staticBand() int64 {
 	return band
 }
 
-func (r *reservations) release(ctx context.Context, v string) error {
-	_, err := r.client.Delete(ctx, r.key(v))
+func (r *Reservations) Release(ctx context.Context, v string) error {
+	_, err := r.client.Delete(ctx, r.Key(v))
 	return err
 }
 
-// newClusterIPs reserves addresses of cidr, except its network and
+// NewClusterIPs reserves addresses of cidr, except its network and
 // broadcast addresses (IPv4).
-func newClusterIPs(client *clientv3.Client, cidr string) (*reservations, error) {
+func NewClusterIPs(client *clientv3.Client, cidr string) (*Reservations, error) {
 	ip, network, err := net.ParseCIDR(cidr)
 	if err != nil || ip.To4() == nil {
 		return nil, fmt.Errorf("invalid IPv4 service cluster IP range %q", cidr)
@@ -131,9 +138,9 @@ func newClusterIPs(client *clientv3.Client, cidr string) (*reservations, error) 
 		return nil, fmt.Errorf("service cluster IP range %q is too small", cidr)
 	}
 	base := new(big.Int).SetBytes(network.IP.To4())
-	first := firstServiceIP(network)
-	return &reservations{
-		reservedFor: map[string]string{first.String(): kubernetesServiceOwner},
+	first := FirstServiceIP(network)
+	return &Reservations{
+		reservedFor: map[string]string{first.String(): KubernetesServiceOwner},
 		client:      client, prefix: "/registry/sqlkube/serviceips/", size: size,
 		value: func(i int64) string {
 			n := new(big.Int).Add(base, big.NewInt(i+1)).Bytes()
@@ -152,13 +159,13 @@ func newClusterIPs(client *clientv3.Client, cidr string) (*reservations, error) 
 	}, nil
 }
 
-// newNodePorts reserves ports of "low-high".
-func newNodePorts(client *clientv3.Client, portRange string) (*reservations, error) {
+// NewNodePorts reserves ports of "low-high".
+func NewNodePorts(client *clientv3.Client, portRange string) (*Reservations, error) {
 	var low, high int64
 	if _, err := fmt.Sscanf(portRange, "%d-%d", &low, &high); err != nil || low < 1 || high > 65535 || low > high {
 		return nil, fmt.Errorf("invalid service node port range %q", portRange)
 	}
-	return &reservations{
+	return &Reservations{
 		client: client, prefix: "/registry/sqlkube/nodeports/", size: high - low + 1,
 		value: func(i int64) string { return strconv.FormatInt(low+i, 10) },
 		index: func(v string) (int64, bool) {

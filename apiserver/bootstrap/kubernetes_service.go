@@ -1,15 +1,16 @@
-package apiserver
+package bootstrap
 
 import (
 	"context"
 	"fmt"
-	"math/big"
 	"net"
 	"slices"
 	"strconv"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/sqlkube/sqlkube/apiserver/allocator"
+	"github.com/sqlkube/sqlkube/apiserver/registry"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -31,19 +32,9 @@ import (
 // three reconcile intervals) so the endpoints are those of the live
 // servers, as kube-apiserver's lease endpoint reconciler does.
 const (
-	kubernetesServiceName  = "kubernetes"
-	kubernetesServiceOwner = metav1.NamespaceDefault + "/" + kubernetesServiceName
-	masterLeasePrefix      = "/registry/masterleases/"
+	kubernetesServiceName = "kubernetes"
+	masterLeasePrefix     = "/registry/masterleases/"
 )
-
-// firstServiceIP is the address after the network's: the kubernetes
-// service's cluster IP.
-func firstServiceIP(network *net.IPNet) net.IP {
-	n := new(big.Int).Add(new(big.Int).SetBytes(network.IP.To4()), big.NewInt(1)).Bytes()
-	out := make(net.IP, 4)
-	copy(out[4-len(n):], n)
-	return out
-}
 
 // KubernetesServiceIP is the kubernetes service's cluster IP in an IPv4
 // service range (its first address).
@@ -52,7 +43,7 @@ func KubernetesServiceIP(serviceRange string) (net.IP, error) {
 	if err != nil || network.IP.To4() == nil {
 		return nil, fmt.Errorf("invalid IPv4 service cluster IP range %q", serviceRange)
 	}
-	return firstServiceIP(network), nil
+	return allocator.FirstServiceIP(network), nil
 }
 
 // KubernetesServiceOptions say where this API server is reached.
@@ -69,11 +60,11 @@ type KubernetesServiceOptions struct {
 // EndpointSlice, and keeps them so until ctx ends: recreated if deleted,
 // updated if the port or the set of live API servers changes. Errors are
 // logged and retried at the next interval.
-func (s *Server) RunKubernetesService(ctx context.Context, opts KubernetesServiceOptions) {
+func RunKubernetesService(ctx context.Context, c *Cluster, opts KubernetesServiceOptions) {
 	if opts.Interval <= 0 {
 		opts.Interval = 10 * time.Second
 	}
-	k := &kubernetesService{s: s, opts: opts}
+	k := &kubernetesService{c: c, opts: opts}
 	t := time.NewTicker(opts.Interval)
 	defer t.Stop()
 	defer func() {
@@ -82,12 +73,12 @@ func (s *Server) RunKubernetesService(ctx context.Context, opts KubernetesServic
 		if k.lease != 0 {
 			rctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			defer cancel()
-			_, _ = s.cfg.Client.Client.Revoke(rctx, k.lease)
+			_, _ = c.Etcd.Revoke(rctx, k.lease)
 		}
 	}()
 	for {
 		if err := k.reconcile(ctx); err != nil && ctx.Err() == nil {
-			s.cfg.Logger.Warn().Err(err).Msg("reconciling the kubernetes service")
+			c.Logger.Warn().Err(err).Msg("reconciling the kubernetes service")
 		}
 		select {
 		case <-ctx.Done():
@@ -98,7 +89,7 @@ func (s *Server) RunKubernetesService(ctx context.Context, opts KubernetesServic
 }
 
 type kubernetesService struct {
-	s     *Server
+	c     *Cluster
 	opts  KubernetesServiceOptions
 	lease clientv3.LeaseID
 }
@@ -123,7 +114,7 @@ func (k *kubernetesService) reconcile(ctx context.Context) error {
 // renewLease keeps this server's lease key alive and returns the
 // addresses of every live API server, sorted.
 func (k *kubernetesService) renewLease(ctx context.Context) ([]string, error) {
-	c := k.s.cfg.Client.Client
+	c := k.c.Etcd
 	if k.lease != 0 {
 		if _, err := c.KeepAliveOnce(ctx, k.lease); err != nil {
 			k.lease = 0 // expired or revoked: a new one below
@@ -153,18 +144,18 @@ func (k *kubernetesService) renewLease(ctx context.Context) ([]string, error) {
 }
 
 // storageOf returns a resource's registry entry and store.
-func (s *Server) storageOf(gvr schema.GroupVersionResource) (*Resource, k8sstorage.Interface) {
-	r, ok := s.registry.Lookup(gvr)
+func (c *Cluster) storageOf(gvr schema.GroupVersionResource) (*registry.Resource, k8sstorage.Interface) {
+	r, ok := c.Registry.Lookup(gvr)
 	if !ok {
 		return nil, nil
 	}
-	return r, s.storages[r]
+	return r, c.Storages[r]
 }
 
 // ensure creates obj, or updates the stored one with mutate when it
 // reports a change.
-func ensure(ctx context.Context, r *Resource, st k8sstorage.Interface, obj runtime.Object, name string, mutate func(existing runtime.Object) (runtime.Object, bool)) error {
-	key := r.key(metav1.NamespaceDefault, name)
+func ensure(ctx context.Context, r *registry.Resource, st k8sstorage.Interface, obj runtime.Object, name string, mutate func(existing runtime.Object) (runtime.Object, bool)) error {
+	key := r.Key(metav1.NamespaceDefault, name)
 	err := st.Create(ctx, key, obj, r.New(), 0)
 	if !k8sstorage.IsExist(err) {
 		return err
@@ -192,22 +183,22 @@ func (k *kubernetesService) servicePorts() []corev1.ServicePort {
 // service creates the service with the first cluster IP (reserved for it)
 // or puts its ports and type back.
 func (k *kubernetesService) service(ctx context.Context) error {
-	r, st := k.s.storageOf(corev1.SchemeGroupVersion.WithResource("services"))
+	r, st := k.c.storageOf(corev1.SchemeGroupVersion.WithResource("services"))
 	if r == nil {
 		return nil
 	}
-	_, network, err := net.ParseCIDR(k.s.cfg.ServiceClusterIPRange)
+	_, network, err := net.ParseCIDR(k.c.ServiceClusterIPRange)
 	if err != nil {
 		return err
 	}
-	ip := firstServiceIP(network).String()
+	ip := allocator.FirstServiceIP(network).String()
 	existing := &corev1.Service{}
-	err = st.Get(ctx, r.key(metav1.NamespaceDefault, kubernetesServiceName), k8sstorage.GetOptions{}, existing)
+	err = st.Get(ctx, r.Key(metav1.NamespaceDefault, kubernetesServiceName), k8sstorage.GetOptions{}, existing)
 	if k8sstorage.IsNotFound(err) {
 		// Claim the IP (already ours if an earlier create failed).
-		if _, err := k.s.clusterIPs.allocate(ctx, ip, kubernetesServiceOwner); err != nil {
-			owner, gerr := k.s.cfg.Client.Client.Get(ctx, k.s.clusterIPs.key(ip))
-			if gerr != nil || len(owner.Kvs) == 0 || string(owner.Kvs[0].Value) != kubernetesServiceOwner {
+		if _, err := k.c.ClusterIPs.Allocate(ctx, ip, allocator.KubernetesServiceOwner); err != nil {
+			owner, gerr := k.c.Etcd.Get(ctx, k.c.ClusterIPs.Key(ip))
+			if gerr != nil || len(owner.Kvs) == 0 || string(owner.Kvs[0].Value) != allocator.KubernetesServiceOwner {
 				return fmt.Errorf("cluster IP %s: %w", ip, err)
 			}
 		}
@@ -221,7 +212,7 @@ func (k *kubernetesService) service(ctx context.Context) error {
 			Type: corev1.ServiceTypeClusterIP, SessionAffinity: corev1.ServiceAffinityNone,
 		},
 	}
-	defaultService(svc)
+	registry.DefaultService(svc)
 	return ensure(ctx, r, st, svc, kubernetesServiceName, func(obj runtime.Object) (runtime.Object, bool) {
 		cur := obj.(*corev1.Service)
 		if apiequality.Semantic.DeepEqual(cur.Spec.Ports, svc.Spec.Ports) && cur.Spec.Type == corev1.ServiceTypeClusterIP {
@@ -233,7 +224,7 @@ func (k *kubernetesService) service(ctx context.Context) error {
 }
 
 func (k *kubernetesService) endpoints(ctx context.Context, addrs []string) error {
-	r, st := k.s.storageOf(corev1.SchemeGroupVersion.WithResource("endpoints"))
+	r, st := k.c.storageOf(corev1.SchemeGroupVersion.WithResource("endpoints"))
 	if r == nil {
 		return nil
 	}
@@ -256,7 +247,7 @@ func (k *kubernetesService) endpoints(ctx context.Context, addrs []string) error
 }
 
 func (k *kubernetesService) endpointSlice(ctx context.Context, addrs []string) error {
-	r, st := k.s.storageOf(discoveryv1.SchemeGroupVersion.WithResource("endpointslices"))
+	r, st := k.c.storageOf(discoveryv1.SchemeGroupVersion.WithResource("endpointslices"))
 	if r == nil {
 		return nil
 	}

@@ -1,0 +1,54 @@
+package registry
+
+import (
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apiserver/pkg/registry/rest"
+	_ "k8s.io/kubernetes/pkg/apis/authentication/install"
+	_ "k8s.io/kubernetes/pkg/apis/authorization/install"
+	"k8s.io/kubernetes/pkg/registry/authentication/selfsubjectreview"
+	"k8s.io/kubernetes/pkg/registry/authentication/tokenreview"
+	"k8s.io/kubernetes/pkg/registry/authorization/localsubjectaccessreview"
+	"k8s.io/kubernetes/pkg/registry/authorization/selfsubjectaccessreview"
+	"k8s.io/kubernetes/pkg/registry/authorization/selfsubjectrulesreview"
+	"k8s.io/kubernetes/pkg/registry/authorization/subjectaccessreview"
+)
+
+// reviewResources are the virtual, create-only resources that ask the
+// server's authenticator and authorizer a question and answer it in the
+// object's status, never storing it: authorization.k8s.io/v1's access
+// reviews (`kubectl auth can-i`, --list) and authentication.k8s.io/v1's
+// SelfSubjectReview (`kubectl auth whoami`) and TokenReview. Kubernetes'
+// own REST handlers answer them (validation included), over internal
+// types.
+func reviewResources(run Running) []*Resource {
+	authz, authn := authorizationv1.SchemeGroupVersion, authenticationv1.SchemeGroupVersion
+	review := func(gvk schema.GroupVersionKind, plural string, namespaced bool, newObj func() runtime.Object, creater func() rest.Creater) *Resource {
+		return &Resource{
+			GVK: gvk, Plural: plural, Singular: plural[:len(plural)-1], Namespaced: namespaced, New: newObj,
+			CreateOnly: creater,
+		}
+	}
+	return []*Resource{
+		review(authz.WithKind("SubjectAccessReview"), "subjectaccessreviews", false,
+			func() runtime.Object { return &authorizationv1.SubjectAccessReview{} },
+			func() rest.Creater { return subjectaccessreview.NewREST(run.Authorizer()) }),
+		review(authz.WithKind("LocalSubjectAccessReview"), "localsubjectaccessreviews", true,
+			func() runtime.Object { return &authorizationv1.LocalSubjectAccessReview{} },
+			func() rest.Creater { return localsubjectaccessreview.NewREST(run.Authorizer()) }),
+		review(authz.WithKind("SelfSubjectAccessReview"), "selfsubjectaccessreviews", false,
+			func() runtime.Object { return &authorizationv1.SelfSubjectAccessReview{} },
+			func() rest.Creater { return selfsubjectaccessreview.NewREST(run.Authorizer()) }),
+		review(authz.WithKind("SelfSubjectRulesReview"), "selfsubjectrulesreviews", false,
+			func() runtime.Object { return &authorizationv1.SelfSubjectRulesReview{} },
+			func() rest.Creater { return selfsubjectrulesreview.NewREST(run.Authorizer().Rules) }),
+		review(authn.WithKind("SelfSubjectReview"), "selfsubjectreviews", false,
+			func() runtime.Object { return &authenticationv1.SelfSubjectReview{} },
+			func() rest.Creater { return selfsubjectreview.NewREST() }),
+		review(authn.WithKind("TokenReview"), "tokenreviews", false,
+			func() runtime.Object { return &authenticationv1.TokenReview{} },
+			func() rest.Creater { return tokenreview.NewREST(run.TokenReviewer(), run.APIAudiences()) }),
+	}
+}
