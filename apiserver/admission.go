@@ -5,6 +5,7 @@ import (
 	"io"
 	"slices"
 
+	"github.com/sqlkube/sqlkube/apiserver/handlers"
 	"github.com/sqlkube/sqlkube/apiserver/registry"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -98,7 +99,7 @@ func (s *Server) newAdmission(client kubernetes.Interface, stop <-chan struct{})
 	plugins := admission.NewPlugins()
 	plugins.Register(lifecycle.PluginName, func(io.Reader) (admission.Interface, error) {
 		// kube-node-lease too: node heartbeats depend on it.
-		return lifecycle.NewLifecycle(sets.NewString(immortalNamespaces...))
+		return lifecycle.NewLifecycle(sets.NewString(handlers.ImmortalNamespaces...))
 	})
 	limitranger.Register(plugins)
 	serviceaccount.Register(plugins)

@@ -56,7 +56,7 @@ func (s *Server) admissionInitializers(client kubernetes.Interface, stop <-chan 
 	if err != nil {
 		return nil, err
 	}
-	generic := genericadmissioninitializer.New(client, dynamicClient, s.informers, s.authz, utilfeature.DefaultFeatureGate, stop, mapper)
+	generic := genericadmissioninitializer.New(client, dynamicClient, s.informers, s.Authz, utilfeature.DefaultFeatureGate, stop, mapper)
 	return append(admission.PluginInitializers{generic}, specific...), nil
 }
 

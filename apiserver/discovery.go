@@ -7,16 +7,13 @@ import (
 	"strings"
 
 	"github.com/labstack/echo/v4"
+	"github.com/sqlkube/sqlkube/apiserver/handlers"
 	"github.com/sqlkube/sqlkube/apiserver/responses"
+	"github.com/sqlkube/sqlkube/apiserver/scheme"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/version"
 )
-
-// restVerbs are the verbs every served resource supports.
-var restVerbs = metav1.Verbs{"create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"}
-
-var metaGV = schema.GroupVersion{Version: "v1"}
 
 func (s *Server) version(c echo.Context) error {
 	v := strings.TrimPrefix(s.cfg.Version, "v")
@@ -35,7 +32,7 @@ func (s *Server) apiVersions(c echo.Context) error {
 	return responses.Object(c, http.StatusOK, &metav1.APIVersions{
 		Versions:                   []string{"v1"},
 		ServerAddressByClientCIDRs: []metav1.ServerAddressByClientCIDR{{ClientCIDR: "0.0.0.0/0", ServerAddress: c.Request().Host}},
-	}, metaGV)
+	}, scheme.MetaGV)
 }
 
 func (s *Server) apiGroups(c echo.Context) error {
@@ -46,7 +43,7 @@ func (s *Server) apiGroups(c echo.Context) error {
 	for _, g := range s.allGroups() {
 		list.Groups = append(list.Groups, g)
 	}
-	return responses.Object(c, http.StatusOK, list, metaGV)
+	return responses.Object(c, http.StatusOK, list, scheme.MetaGV)
 }
 
 // groups returns the named API groups (not the core group), each with its
@@ -54,7 +51,7 @@ func (s *Server) apiGroups(c echo.Context) error {
 func (s *Server) groups() []metav1.APIGroup {
 	var out []metav1.APIGroup
 	index := map[string]int{}
-	for _, gv := range s.registry.GroupVersions() {
+	for _, gv := range s.Registry.GroupVersions() {
 		if gv.Group == "" {
 			continue
 		}
@@ -81,15 +78,15 @@ func (s *Server) groups() []metav1.APIGroup {
 // resourceList is the discovery document of one group-version.
 func (s *Server) resourceList(gv schema.GroupVersion) (*metav1.APIResourceList, bool) {
 	list := &metav1.APIResourceList{GroupVersion: gv.String()}
-	for _, r := range s.registry.Resources() {
+	for _, r := range s.Registry.Resources() {
 		if r.GroupVersion() != gv {
 			continue
 		}
 		list.APIResources = append(list.APIResources, metav1.APIResource{
 			Name: r.Plural, SingularName: r.Singular, Namespaced: r.Namespaced, Kind: r.GVK.Kind,
-			Verbs: resourceVerbs(r), ShortNames: r.ShortNames, Categories: r.Categories,
+			Verbs: handlers.ResourceVerbs(r), ShortNames: r.ShortNames, Categories: r.Categories,
 		})
-		addSubresourceDiscovery(list, r)
+		s.Subresources.AddDiscovery(list, r)
 		if r.Scale {
 			list.APIResources = append(list.APIResources, metav1.APIResource{
 				Name: r.Plural + "/scale", Namespaced: r.Namespaced, Group: "autoscaling", Version: "v1", Kind: "Scale",

@@ -80,7 +80,7 @@ func (s *Server) aggregatedDiscovery(core bool) *apidiscoveryv2.APIGroupDiscover
 	list := &apidiscoveryv2.APIGroupDiscoveryList{TypeMeta: metav1.TypeMeta{Kind: "APIGroupDiscoveryList"}}
 	if core {
 		group := apidiscoveryv2.APIGroupDiscovery{}
-		for _, gv := range s.registry.GroupVersions() {
+		for _, gv := range s.Registry.GroupVersions() {
 			if gv.Group == "" {
 				group.Versions = append(group.Versions, s.versionDiscovery(gv))
 			}

@@ -9,6 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/sqlkube/sqlkube/apiserver/handlers"
 	"github.com/sqlkube/sqlkube/apiserver/openapi"
 	"github.com/sqlkube/sqlkube/apiserver/responses"
 )
@@ -16,10 +17,10 @@ import (
 // newOpenAPI builds the OpenAPI documents of the served resources.
 func (s *Server) newOpenAPI() (*openapi.Builder, error) {
 	var resources []openapi.Resource
-	for _, r := range s.registry.Resources() {
+	for _, r := range s.Registry.Resources() {
 		res := openapi.Resource{
 			GVK: r.GVK, ListKind: r.GVK.Kind + "List", Plural: r.Plural, Namespaced: r.Namespaced,
-			Verbs: restVerbs, Object: r.New(),
+			Verbs: handlers.RESTVerbs, Object: r.New(),
 		}
 		if r.CreateOnly != nil {
 			res.Verbs = []string{"create"}

@@ -11,13 +11,12 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	kubeletclient "k8s.io/kubernetes/pkg/kubelet/client"
 
 	"github.com/labstack/echo/v4"
 	"github.com/rs/zerolog"
 	"go.etcd.io/etcd/client/v3/kubernetes"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/apiserver/pkg/server/storage"
@@ -32,11 +31,13 @@ import (
 	"github.com/sqlkube/sqlkube/apiserver/authz"
 	"github.com/sqlkube/sqlkube/apiserver/bootstrap"
 	"github.com/sqlkube/sqlkube/apiserver/filters"
+	"github.com/sqlkube/sqlkube/apiserver/handlers"
 	"github.com/sqlkube/sqlkube/apiserver/loopback"
 	"github.com/sqlkube/sqlkube/apiserver/openapi"
 	"github.com/sqlkube/sqlkube/apiserver/registry"
 	"github.com/sqlkube/sqlkube/apiserver/responses"
 	"github.com/sqlkube/sqlkube/apiserver/scheme"
+	"github.com/sqlkube/sqlkube/apiserver/subresources"
 	sqlstorage "github.com/sqlkube/sqlkube/storage"
 )
 
@@ -117,54 +118,32 @@ type Config struct {
 
 // Server serves the Kubernetes API.
 type Server struct {
-	cfg      Config
-	echo     *echo.Echo
-	registry *registry.Registry
-	storages map[*registry.Resource]k8sstorage.Interface
-	stops    []func()
-	ready    []func() bool
-	// stopping is closed when the server shuts down: watches end.
-	stopping chan struct{}
-	// kubelets reach nodes' kubelets (kubeletproxy.go), made at first use.
-	kubeletOnce sync.Once
-	kubelets    kubeletclient.ConnectionInfoGetter
-	kubeletErr  error
-	stopOnce    sync.Once
-	compactor   sqlstorage.StoppableCompactor
-	// clusterIPs and nodePorts hand out services' addresses and ports.
-	clusterIPs, nodePorts *allocator.Reservations
-	openapi               *openapi.Builder
+	// API is what the REST handlers serve from.
+	*handlers.API
+	cfg       Config
+	echo      *echo.Echo
+	stops     []func()
+	ready     []func() bool
+	stopOnce  sync.Once
+	compactor sqlstorage.StoppableCompactor
+	openapi   *openapi.Builder
 	// crdDocs are the OpenAPI documents with the CRDs' merged in
 	// (crd_openapi.go).
 	crdDocs crdOpenAPI
-	// fieldManagers track managedFields and serve server-side apply.
-	fieldManagers *fieldManagers
 	// loopback is the server's own client configuration (in-memory,
 	// acting as loopback.User); informers read through it.
 	loopback  *rest.Config
 	informers informers.SharedInformerFactory
 	authn     authenticator.Request
-	authz     *authz.Authorizer
 	// client is a clientset over loopback (nil until started), for the
 	// strategies that read other objects.
 	client clientset.Interface
-	// serviceAccounts is nil without a signing key.
-	serviceAccounts *authn.ServiceAccounts
 	// tokenReviewer authenticates TokenReviews' tokens (nil without any
-	// token authenticator); nodeRestriction admits nodes' writes.
-	tokenReviewer   authenticator.Request
-	nodeRestriction *nodeRestriction
-	// encoded caches the JSON of listed objects, by resource
-	// (*Resource -> *encodedItems; encode_list.go).
-	encoded sync.Map
+	// token authenticator).
+	tokenReviewer authenticator.Request
 	// crds serves the resources CustomResourceDefinitions define
 	// (crd_controller.go).
 	crds *crdController
-	// admission is the chain of admission plugins (admission.go); nil
-	// admits everything. admissionObjects convert for it and know the
-	// built-in resources' equivalents.
-	admission        admission.Interface
-	admissionObjects admission.ObjectInterfaces
 	// aggregator proxies aggregated APIs (aggregator.go); nil until
 	// started, which requests over the loopback may overtake.
 	aggregator atomic.Pointer[aggregator]
@@ -182,9 +161,13 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Version == "" {
 		cfg.Version = "v1.34.2"
 	}
-	s := &Server{cfg: cfg, storages: map[*registry.Resource]k8sstorage.Interface{}, stopping: make(chan struct{})}
-	s.registry = registry.NewRegistry(append(registry.Builtin(running{s}), crdResource())...)
-	s.admissionObjects = newAdmissionObjects(s.registry.Resources())
+	s := &Server{cfg: cfg, API: &handlers.API{
+		Subresources: subresources.Table(),
+		Storages:     map[*registry.Resource]k8sstorage.Interface{}, Stopping: make(chan struct{}),
+		KubeletCertFile: cfg.KubeletClientCertFile, KubeletKeyFile: cfg.KubeletClientKeyFile, KubeletCAFile: cfg.KubeletCAFile,
+	}}
+	s.Registry = registry.NewRegistry(append(registry.Builtin(running{s}), crdResource())...)
+	s.AdmissionObjects = newAdmissionObjects(s.Registry.Resources())
 	if cfg.ServiceClusterIPRange == "" {
 		cfg.ServiceClusterIPRange = DefaultServiceClusterIPRange
 	}
@@ -192,16 +175,16 @@ func New(cfg Config) (*Server, error) {
 		cfg.ServiceNodePortRange = DefaultServiceNodePortRange
 	}
 	var err error
-	if s.clusterIPs, err = allocator.NewClusterIPs(cfg.Client.Client, cfg.ServiceClusterIPRange); err != nil {
+	if s.ClusterIPs, err = allocator.NewClusterIPs(cfg.Client.Client, cfg.ServiceClusterIPRange); err != nil {
 		return nil, fmt.Errorf("apiserver: %w", err)
 	}
-	if s.nodePorts, err = allocator.NewNodePorts(cfg.Client.Client, cfg.ServiceNodePortRange); err != nil {
+	if s.NodePorts, err = allocator.NewNodePorts(cfg.Client.Client, cfg.ServiceNodePortRange); err != nil {
 		return nil, fmt.Errorf("apiserver: %w", err)
 	}
 	s.cfg = cfg
 	s.compactor = sqlstorage.NewCompactor(cfg.Client, 0)
 	s.stops = append(s.stops, s.compactor.Stop)
-	for _, r := range s.registry.Resources() {
+	for _, r := range s.Registry.Resources() {
 		if r.Virtual() {
 			continue // virtual: nothing stored
 		}
@@ -210,13 +193,13 @@ func New(cfg Config) (*Server, error) {
 			s.Close()
 			return nil, err
 		}
-		s.storages[r] = st
+		s.Storages[r] = st
 	}
 	if s.openapi, err = s.newOpenAPI(); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("apiserver: openapi: %w", err)
 	}
-	if s.fieldManagers, err = newFieldManagers(s.openapi.Definitions()); err != nil {
+	if s.FieldManagers, err = handlers.NewFieldManagers(s.openapi.Definitions()); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("apiserver: managed fields: %w", err)
 	}
@@ -248,10 +231,10 @@ func (s *Server) startAuth() error {
 	}
 	s.client = client
 	s.informers = informers.NewSharedInformerFactory(client, 0)
-	if s.authz, err = authz.New(s.cfg.AuthorizationMode, s.informers); err != nil {
+	if s.Authz, err = authz.New(s.cfg.AuthorizationMode, s.informers); err != nil {
 		return err
 	}
-	if s.nodeRestriction, err = newNodeRestriction(s.informers, s.authz); err != nil {
+	if s.NodeRestriction, err = handlers.NewNodeRestriction(s.informers, s.Authz); err != nil {
 		return err
 	}
 	// Static and bootstrap tokens are good for the API's own audiences
@@ -265,10 +248,10 @@ func (s *Server) startAuth() error {
 		tokens = append(tokens, authenticator.WrapAudienceAgnosticToken(s.apiAudiences(), st))
 	}
 	if s.cfg.ServiceAccountKey != nil {
-		if s.serviceAccounts, err = authn.NewServiceAccounts(s.cfg.ServiceAccountKey, s.cfg.ServiceAccountIssuer, s.cfg.ServiceAccountTokenCacheTTL, client); err != nil {
+		if s.ServiceAccounts, err = authn.NewServiceAccounts(s.cfg.ServiceAccountKey, s.cfg.ServiceAccountIssuer, s.cfg.ServiceAccountTokenCacheTTL, client); err != nil {
 			return fmt.Errorf("apiserver: %w", err)
 		}
-		tokens = append(tokens, s.serviceAccounts.Tokens)
+		tokens = append(tokens, s.ServiceAccounts.Tokens)
 	}
 	if s.cfg.Authenticate {
 		bootstrap, stop, ready := authn.StartBootstrapTokens(client)
@@ -279,7 +262,7 @@ func (s *Server) startAuth() error {
 	s.tokenReviewer = authn.NewTokenReviewer(tokens...)
 	stop := make(chan struct{})
 	// Admission's informers are requested before the factory starts.
-	if s.admission, err = s.newAdmission(client, stop); err != nil {
+	if s.Admission, err = s.newAdmission(client, stop); err != nil {
 		close(stop)
 		return err
 	}
@@ -317,13 +300,26 @@ func (s *Server) apiAudiences() authenticator.Audiences {
 // (Running).
 type running struct{ s *Server }
 
-func (r running) Authorizer() *authz.Authorizer         { return r.s.authz }
+func (r running) Authorizer() *authz.Authorizer         { return r.s.Authz }
 func (r running) Client() clientset.Interface           { return r.s.client }
 func (r running) TokenReviewer() authenticator.Request  { return r.s.tokenReviewer }
 func (r running) APIAudiences() authenticator.Audiences { return r.s.apiAudiences() }
-func (r running) Resources() []*registry.Resource       { return r.s.registry.Resources() }
+func (r running) Resources() []*registry.Resource       { return r.s.Registry.Resources() }
 func (r running) ComponentStatuses(ctx context.Context) *corev1.ComponentStatusList {
 	return r.s.componentStatuses(ctx)
+}
+
+// componentStatuses reports whether the storage answers a read.
+func (s *Server) componentStatuses(ctx context.Context) *corev1.ComponentStatusList {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	cond := corev1.ComponentCondition{Type: corev1.ComponentHealthy, Status: corev1.ConditionTrue, Message: "ok"}
+	if _, err := s.cfg.Client.Client.Get(ctx, "/registry/health"); err != nil {
+		cond = corev1.ComponentCondition{Type: corev1.ComponentHealthy, Status: corev1.ConditionFalse, Error: err.Error()}
+	}
+	return &corev1.ComponentStatusList{Items: []corev1.ComponentStatus{{
+		ObjectMeta: metav1.ObjectMeta{Name: "etcd-0"}, Conditions: []corev1.ComponentCondition{cond},
+	}}}
 }
 
 // closedChan makes WaitForCacheSync answer at once.
@@ -392,20 +388,11 @@ func (s *Server) openStorage(r *registry.Resource) (st k8sstorage.Interface, sto
 	return cached, func() { cached.Stop(); closeStore() }, cached.Ready, nil
 }
 
-// storageFor is a resource's store: the custom resource's own, or the
-// built-in one made by New.
-func (s *Server) storageFor(r *registry.Resource) k8sstorage.Interface {
-	if r.Custom != nil {
-		return r.Custom.Storage
-	}
-	return s.storages[r]
-}
-
 // cluster is what bootstrapping writes through.
 func (s *Server) cluster() *bootstrap.Cluster {
 	return &bootstrap.Cluster{
 		Etcd: s.cfg.Client.Client, Logger: s.cfg.Logger, ServiceClusterIPRange: s.cfg.ServiceClusterIPRange,
-		ClusterIPs: s.clusterIPs, Registry: s.registry, Storages: s.storages, Loopback: s.loopback,
+		ClusterIPs: s.ClusterIPs, Registry: s.Registry, Storages: s.Storages, Loopback: s.loopback,
 	}
 }
 
@@ -427,7 +414,7 @@ func (s *Server) Handler() http.Handler { return s.echo }
 // StopWatches ends every open watch (clients watch again elsewhere or
 // after a restart); call it before shutting the HTTP server down, which
 // waits for requests to finish.
-func (s *Server) StopWatches() { s.stopOnce.Do(func() { close(s.stopping) }) }
+func (s *Server) StopWatches() { s.stopOnce.Do(func() { close(s.Stopping) }) }
 
 // Close stops the watch caches and stores (open watches end).
 func (s *Server) Close() {
@@ -451,10 +438,10 @@ func (s *Server) routes() *echo.Echo {
 		return s.authn.AuthenticateRequest(req)
 	})
 	authorize := authorizer.AuthorizerFunc(func(ctx context.Context, a authorizer.Attributes) (authorizer.Decision, string, error) {
-		if s.authz == nil {
+		if s.Authz == nil {
 			return authorizer.DecisionNoOpinion, "authorizer not started", nil
 		}
-		return s.authz.Authorize(ctx, a)
+		return s.Authz.Authorize(ctx, a)
 	})
 	e.Use(filters.RequestInfo, filters.Timeout, filters.Authentication(authn, s.cfg.Authenticate))
 	if s.cfg.Audit != nil {
@@ -480,6 +467,3 @@ func (s *Server) routes() *echo.Echo {
 	e.Any("/apis/*", s.serveResource)
 	return e
 }
-
-// ctxDone reports whether the request was abandoned.
-func ctxDone(ctx context.Context) bool { return ctx.Err() != nil }

@@ -1,0 +1,559 @@
+package handlers
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/labstack/echo/v4"
+	"github.com/sqlkube/sqlkube/apiserver/registry"
+	"github.com/sqlkube/sqlkube/apiserver/responses"
+	"github.com/sqlkube/sqlkube/apiserver/scheme"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	utilrand "k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apiserver/pkg/admission"
+	"k8s.io/apiserver/pkg/endpoints/request"
+	k8sstorage "k8s.io/apiserver/pkg/storage"
+	storeerr "k8s.io/apiserver/pkg/storage/errors"
+)
+
+// isDryRun reports whether a request asked not to persist (dryRun=All;
+// the options' validation rejects anything else).
+func IsDryRun(dryRun []string) bool { return len(dryRun) > 0 }
+
+// maxBodyBytes is the largest request body accepted (413 beyond).
+const maxBodyBytes = 3 << 20
+
+// serve answers a request for r, which the router found and whose
+// path it checked, with the REST verb or subresource the request asks
+// for.
+func (s *API) Serve(c echo.Context, r *registry.Resource, info *request.RequestInfo) error {
+	ctx := request.WithRequestInfo(request.WithNamespace(c.Request().Context(), info.Namespace), info)
+	h := &Request{API: s, Resource: r, Store: s.storageFor(r), Info: info, Echo: c, Ctx: ctx}
+	if r.CreateOnly != nil {
+		return h.serveCreateOnly() // reviews.go
+	}
+	if r.Computed != nil {
+		return h.serveComputed() // componentstatuses.go
+	}
+	if info.Subresource == "scale" {
+		if r.Custom != nil {
+			return h.customScale()
+		}
+		return h.scale()
+	}
+	if served, err := h.serveSubresource(); served {
+		return err
+	}
+	switch info.Verb {
+	case "get":
+		return h.get()
+	case "list":
+		return h.list(false)
+	case "watch":
+		return h.list(true)
+	case "create":
+		return h.create()
+	case "update":
+		return h.update()
+	case "patch":
+		return h.patch()
+	case "delete":
+		return h.delete()
+	case "deletecollection":
+		return h.deleteCollection()
+	}
+	return responses.Status(c, apierrors.NewMethodNotSupported(r.GroupResource(), info.Verb))
+}
+
+// handler serves one request on one resource.
+type Request struct {
+	API      *API
+	Resource *registry.Resource
+	Store    k8sstorage.Interface
+	Info     *request.RequestInfo
+	Echo     echo.Context
+	Ctx      context.Context
+	// applying: managedFields are set by server-side apply, not tracked
+	// as an update.
+	applying bool
+	// adm is what admission is told of a write (admission_handler.go).
+	adm admissionRequest
+}
+
+func (h *Request) Key() string { return h.Resource.Key(h.Info.Namespace, h.Info.Name) }
+
+func (h *Request) respond(code int, obj runtime.Object) error {
+	opts, info := responses.Negotiate(h.Echo)
+	if opts.Convert != nil && opts.Convert.Kind == "Table" {
+		table, err := h.table(obj)
+		if err != nil {
+			return responses.Status(h.Echo, err)
+		}
+		return responses.Encode(h.Echo, code, table, schema.GroupVersion{Group: metav1.GroupName, Version: opts.Convert.Version}, info)
+	}
+	if opts.Convert != nil && strings.HasPrefix(opts.Convert.Kind, "PartialObjectMetadata") {
+		partial, err := responses.PartialMetadata(obj, opts.Convert)
+		if err != nil {
+			return responses.Status(h.Echo, err)
+		}
+		return responses.Encode(h.Echo, code, partial, opts.Convert.GroupVersion(), info)
+	}
+	return responses.Encode(h.Echo, code, obj, h.Resource.GroupVersion(), info)
+}
+
+func (h *Request) Fail(err error) error {
+	return responses.Status(h.Echo, err)
+}
+
+func (h *Request) get() error {
+	var opts metav1.GetOptions
+	if err := scheme.ParameterCodec.DecodeParameters(h.Echo.Request().URL.Query(), scheme.MetaGV, &opts); err != nil {
+		return h.Fail(apierrors.NewBadRequest(err.Error()))
+	}
+	obj := h.Resource.New()
+	if err := h.Store.Get(h.Ctx, h.Key(), k8sstorage.GetOptions{ResourceVersion: opts.ResourceVersion}, obj); err != nil {
+		return h.Fail(storeerr.InterpretGetError(err, h.Resource.GroupResource(), h.Info.Name))
+	}
+	return h.respond(http.StatusOK, obj)
+}
+
+// listOptions decodes and checks a list or watch request's options.
+func (h *Request) listOptions() (metav1.ListOptions, k8sstorage.SelectionPredicate, error) {
+	var opts metav1.ListOptions
+	if err := scheme.ParameterCodec.DecodeParameters(h.Echo.Request().URL.Query(), scheme.MetaGV, &opts); err != nil {
+		return opts, k8sstorage.SelectionPredicate{}, apierrors.NewBadRequest(err.Error())
+	}
+	label, err := labels.Parse(opts.LabelSelector)
+	if err != nil {
+		return opts, k8sstorage.SelectionPredicate{}, apierrors.NewBadRequest("invalid labelSelector: " + err.Error())
+	}
+	field, err := fields.ParseSelector(opts.FieldSelector)
+	if err != nil {
+		return opts, k8sstorage.SelectionPredicate{}, apierrors.NewBadRequest("invalid fieldSelector: " + err.Error())
+	}
+	// Only fields the resource exposes may be selected on, as upstream.
+	probeFields := fields.Set{"metadata.name": "", "metadata.namespace": ""}
+	if h.Resource.Fields != nil {
+		for k := range h.Resource.Fields(h.Resource.New()) {
+			probeFields[k] = ""
+		}
+	}
+	for _, req := range field.Requirements() {
+		if _, ok := probeFields[req.Field]; !ok {
+			return opts, k8sstorage.SelectionPredicate{}, apierrors.NewBadRequest(fmt.Sprintf("field label not supported: %s", req.Field))
+		}
+	}
+	pred := k8sstorage.SelectionPredicate{
+		Label: label, Field: field, GetAttrs: h.Resource.Attrs,
+		Limit: opts.Limit, Continue: opts.Continue, AllowWatchBookmarks: opts.AllowWatchBookmarks,
+	}
+	if h.Resource.GroupResource().Resource == "pods" {
+		pred.IndexFields = []string{"spec.nodeName"}
+	}
+	return opts, pred, nil
+}
+
+func (h *Request) list(watching bool) error {
+	opts, pred, err := h.listOptions()
+	if err != nil {
+		return h.Fail(err)
+	}
+	if err := validateListOptions(opts, watching || opts.Watch); err != nil {
+		return h.Fail(err)
+	}
+	if watching || opts.Watch {
+		return h.watch(opts, pred)
+	}
+	list := h.Resource.NewList()
+	if err := h.Store.GetList(h.Ctx, h.Resource.ListKey(h.Info.Namespace), k8sstorage.ListOptions{
+		ResourceVersion: opts.ResourceVersion, ResourceVersionMatch: opts.ResourceVersionMatch,
+		Predicate: pred, Recursive: true,
+	}, list); err != nil {
+		return h.Fail(storeerr.InterpretListError(err, h.Resource.GroupResource()))
+	}
+	return h.respondList(list)
+}
+
+// readBody reads the request body: 400 if it cannot be read, 413 beyond
+// maxBodyBytes.
+func (h *Request) readBody() ([]byte, error) {
+	body, err := io.ReadAll(io.LimitReader(h.Echo.Request().Body, maxBodyBytes+1))
+	if err != nil {
+		return nil, apierrors.NewBadRequest("reading the request body: " + err.Error())
+	}
+	if len(body) > maxBodyBytes {
+		return nil, apierrors.NewRequestEntityTooLargeError(fmt.Sprintf("limit is %d bytes", maxBodyBytes))
+	}
+	return body, nil
+}
+
+// decodeBody reads and decodes a request body into a new object of the
+// resource, checking its kind; unknown and duplicate fields follow the
+// fieldValidation directive.
+func (h *Request) decodeBody() (runtime.Object, error) {
+	req := h.Echo.Request()
+	body, err := h.readBody()
+	if err != nil {
+		return nil, err
+	}
+	mediaType := req.Header.Get(echo.HeaderContentType)
+	if mediaType == "" {
+		mediaType = runtime.ContentTypeJSON
+	}
+	info, ok := runtime.SerializerInfoForMediaType(scheme.Codecs.SupportedMediaTypes(), strings.TrimSpace(strings.Split(mediaType, ";")[0]))
+	if h.Resource.Custom != nil && info.MediaType == runtime.ContentTypeProtobuf {
+		ok = false // custom resources have no protobuf encoding
+	}
+	if !ok {
+		return nil, &apierrors.StatusError{ErrStatus: metav1.Status{
+			Status: metav1.StatusFailure, Code: http.StatusUnsupportedMediaType, Reason: metav1.StatusReasonUnsupportedMediaType,
+			Message: fmt.Sprintf("the body of the request was in an unknown format - accepted media types include: %s", strings.Join(supportedMediaTypes(), ", ")),
+		}}
+	}
+	obj := h.Resource.New()
+	decoder := scheme.Codecs.DecoderToVersion(h.bodySerializer(info), h.Resource.GroupVersion())
+	out, gvk, err := decoder.Decode(body, &h.Resource.GVK, obj)
+	if strict, ok := runtime.AsStrictDecodingError(err); ok && out != nil {
+		// Unknown or duplicate fields: fieldvalidation.go.
+		err = h.strictFields(strict.Errors(), h.decodeStrictError(gvk))
+		if err != nil {
+			return nil, err
+		}
+	}
+	if err != nil {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("the body of the request could not be decoded: %v", err))
+	}
+	if *gvk != h.Resource.GVK {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("the API version in the data (%s) does not match the expected API version (%s) or kind %s", gvk.GroupVersion(), h.Resource.GroupVersion(), h.Resource.GVK.Kind))
+	}
+	// Fields a custom resource's schema does not know are pruned, and
+	// follow fieldValidation as unknown fields do.
+	if err := h.strictFields(h.Resource.Custom.Prune(out), h.decodeStrictError(gvk)); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (h *Request) create() error {
+	var opts metav1.CreateOptions
+	if err := scheme.ParameterCodec.DecodeParameters(h.Echo.Request().URL.Query(), scheme.MetaGV, &opts); err != nil {
+		return h.Fail(apierrors.NewBadRequest(err.Error()))
+	}
+	if errs := metav1validation.ValidateCreateOptions(&opts); len(errs) > 0 {
+		return h.Fail(apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "CreateOptions"}, "", errs))
+	}
+	h.admitting(&opts, opts.DryRun)
+	obj, err := h.decodeBody()
+	if err != nil {
+		return h.Fail(err)
+	}
+	m, _ := meta.Accessor(obj)
+	if h.Resource.Namespaced {
+		if m.GetNamespace() != "" && m.GetNamespace() != h.Info.Namespace {
+			return h.Fail(apierrors.NewBadRequest("the namespace of the provided object does not match the namespace sent on the request"))
+		}
+		m.SetNamespace(h.Info.Namespace)
+	} else {
+		m.SetNamespace("")
+	}
+	if m.GetName() == "" && m.GetGenerateName() != "" {
+		m.SetName(m.GetGenerateName() + utilrand.String(5))
+	}
+	h.Echo.Set(responses.CreatedNameKey, m.GetName())
+	// Services get their cluster IP and node ports before validation, as
+	// in kube-apiserver.
+	undo, err := h.allocateService(obj)
+	if err != nil {
+		return h.Fail(err)
+	}
+	obj, err = h.prepareCreate(h.trackManagedFields(h.Resource.New(), obj))
+	if err != nil {
+		undo()
+		return h.Fail(err)
+	}
+	m, _ = meta.Accessor(obj)
+	if err := h.AdmitNodeWrite(admission.Create, obj, nil, m.GetName()); err != nil {
+		undo()
+		return h.Fail(err)
+	}
+	if IsDryRun(opts.DryRun) {
+		defer undo()
+		// Nothing is written: answer as the create would, without a
+		// resourceVersion, unless the name is taken.
+		if err := h.Store.Get(h.Ctx, h.Resource.Key(m.GetNamespace(), m.GetName()), k8sstorage.GetOptions{}, h.Resource.New()); err == nil {
+			return h.Fail(apierrors.NewAlreadyExists(h.Resource.GroupResource(), m.GetName()))
+		}
+		return h.respond(http.StatusCreated, obj)
+	}
+	out := h.Resource.New()
+	if err := h.Store.Create(h.Ctx, h.Resource.Key(m.GetNamespace(), m.GetName()), obj, out, 0); err != nil {
+		undo()
+		return h.Fail(storeerr.InterpretCreateError(err, h.Resource.GroupResource(), m.GetName()))
+	}
+	return h.respond(http.StatusCreated, out)
+}
+
+func (h *Request) update() error {
+	var opts metav1.UpdateOptions
+	if err := scheme.ParameterCodec.DecodeParameters(h.Echo.Request().URL.Query(), scheme.MetaGV, &opts); err != nil {
+		return h.Fail(apierrors.NewBadRequest(err.Error()))
+	}
+	if errs := metav1validation.ValidateUpdateOptions(&opts); len(errs) > 0 {
+		return h.Fail(apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "UpdateOptions"}, "", errs))
+	}
+	h.admitting(&opts, opts.DryRun)
+	obj, err := h.decodeBody()
+	if err != nil {
+		return h.Fail(err)
+	}
+	m, _ := meta.Accessor(obj)
+	if m.GetName() != h.Info.Name {
+		return h.Fail(apierrors.NewBadRequest(fmt.Sprintf("the name of the object (%s) does not match the name on the URL (%s)", m.GetName(), h.Info.Name)))
+	}
+	if h.Resource.Namespaced {
+		if m.GetNamespace() != "" && m.GetNamespace() != h.Info.Namespace {
+			return h.Fail(apierrors.NewBadRequest("the namespace of the provided object does not match the namespace sent on the request"))
+		}
+		m.SetNamespace(h.Info.Namespace)
+	}
+	if IsDryRun(opts.DryRun) {
+		existing := h.Resource.New()
+		if err := h.Store.Get(h.Ctx, h.Key(), k8sstorage.GetOptions{}, existing); err != nil {
+			return h.Fail(storeerr.InterpretGetError(err, h.Resource.GroupResource(), h.Info.Name))
+		}
+		updated, _, err := h.prepareUpdate(existing, obj)
+		if err != nil {
+			return h.Fail(err)
+		}
+		return h.respond(http.StatusOK, updated)
+	}
+	out := h.Resource.New()
+	err = h.Store.GuaranteedUpdate(h.Ctx, h.Key(), out, false, nil, func(existing runtime.Object, _ k8sstorage.ResponseMeta) (runtime.Object, *uint64, error) {
+		return h.prepareUpdate(existing, obj.DeepCopyObject())
+	}, nil)
+	if err != nil {
+		return h.Fail(storeerr.InterpretUpdateError(err, h.Resource.GroupResource(), h.Info.Name))
+	}
+	if out, err = h.finishDeletion(out); err != nil {
+		return h.Fail(err)
+	}
+	return h.respond(http.StatusOK, out)
+}
+
+// prepareNew sets what the server owns on a new object and validates
+// it (prepareCreate runs it between the admission plugins).
+func (h *Request) prepareNew(obj runtime.Object) (runtime.Object, error) {
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return nil, err
+	}
+	if errs := validateObjectMeta(m, h.Resource); len(errs) > 0 {
+		return nil, apierrors.NewInvalid(h.Resource.GVK.GroupKind(), m.GetName(), errs)
+	}
+	// System fields first: strategies may read them (a job's selector is
+	// made from its uid).
+	m.SetUID(types.UID(uuid.NewString()))
+	m.SetCreationTimestamp(metav1.NewTime(time.Now().Truncate(time.Second)))
+	m.SetResourceVersion("")
+	m.SetGeneration(0)
+	m.SetDeletionTimestamp(nil)
+	m.SetDeletionGracePeriodSeconds(nil)
+	scheme.Default(obj)
+	if h.Resource.EffectiveStrategy() == nil {
+		// No Kubernetes strategy: generation for types with a spec, and
+		// the resource's own preparation.
+		if hasSpec(obj) {
+			m.SetGeneration(1)
+		}
+		if h.Resource.PrepareForCreate != nil {
+			h.Resource.PrepareForCreate(obj)
+		}
+		if h.Resource.Admit != nil {
+			if err := h.Resource.Admit(h.Ctx, obj, nil); err != nil {
+				return nil, err
+			}
+		}
+		return obj, nil
+	}
+	res, err := registry.StrategyCreate(h.Ctx, h.Resource, obj)
+	if err != nil {
+		return nil, apierrors.NewBadRequest(err.Error())
+	}
+	if len(res.Errs) > 0 {
+		return nil, apierrors.NewInvalid(h.Resource.GVK.GroupKind(), m.GetName(), res.Errs)
+	}
+	h.warnAll(res.Warnings)
+	if err := h.API.Authz.CheckEscalation(h.Ctx, h.Resource.GroupResource(), res.Obj, nil); err != nil {
+		return nil, err
+	}
+	return res.Obj, nil
+}
+
+// prepareChanged makes the object to store from the existing one and the
+// update: a stale resourceVersion is a conflict, system fields are kept,
+// the main resource keeps the stored status and the status subresource
+// changes only the status; generation moves when anything else changes
+// (prepareUpdate runs it between the admission plugins).
+func (h *Request) prepareChanged(existing, updated runtime.Object) (_ runtime.Object, _ *uint64, err error) {
+	oldMeta, _ := meta.Accessor(existing)
+	newMeta, _ := meta.Accessor(updated)
+	if rv := newMeta.GetResourceVersion(); rv != "" && rv != oldMeta.GetResourceVersion() {
+		return nil, nil, apierrors.NewConflict(h.Resource.GroupResource(), h.Info.Name,
+			fmt.Errorf("the object has been modified; please apply your changes to the latest version and try again"))
+	}
+	if newMeta.GetResourceVersion() == "" {
+		// An unconditional update: allowed where Kubernetes allows it,
+		// against the object as it is now.
+		if st := h.Resource.EffectiveStrategy(); st != nil && !st.AllowUnconditionalUpdate() && !h.applying {
+			return nil, nil, apierrors.NewInvalid(h.Resource.GVK.GroupKind(), h.Info.Name, field.ErrorList{
+				field.Invalid(field.NewPath("metadata", "resourceVersion"), "", "must be specified for an update")})
+		}
+		newMeta.SetResourceVersion(oldMeta.GetResourceVersion())
+	}
+	scheme.Default(updated)
+	if h.Info.Subresource == "status" || h.Info.Subresource == "approval" {
+		// The status (an approval's strategy keeps only its conditions).
+		merged := existing.DeepCopyObject()
+		if err := copyField(updated, merged, "Status"); err != nil {
+			return nil, nil, err
+		}
+		if merged, err = h.runUpdateStrategy(h.Info.Subresource, existing, merged); err != nil {
+			return nil, nil, err
+		}
+		if h.Resource.Admit != nil {
+			if err := h.Resource.Admit(h.Ctx, merged, existing); err != nil {
+				return nil, nil, err
+			}
+		}
+		if !h.applying {
+			merged = h.trackManagedFields(existing, merged)
+		} else if err := copyManagedFields(updated, merged); err != nil {
+			return nil, nil, err
+		}
+		return merged, nil, nil
+	}
+	if h.Resource.Status {
+		if err := copyField(existing, updated, "Status"); err != nil {
+			return nil, nil, err
+		}
+	}
+	if err := keepServiceAllocations(existing, updated); err != nil {
+		return nil, nil, err
+	}
+	keepNamespaceFinalizers(existing, updated)
+	newMeta.SetUID(oldMeta.GetUID())
+	newMeta.SetCreationTimestamp(oldMeta.GetCreationTimestamp())
+	newMeta.SetDeletionTimestamp(oldMeta.GetDeletionTimestamp())
+	newMeta.SetDeletionGracePeriodSeconds(oldMeta.GetDeletionGracePeriodSeconds())
+	newMeta.SetGeneration(oldMeta.GetGeneration())
+	// Kubernetes' strategies move generation themselves.
+	if h.Resource.EffectiveStrategy() == nil && specChanged(existing, updated) {
+		newMeta.SetGeneration(oldMeta.GetGeneration() + 1)
+	}
+	if errs := validateObjectMeta(newMeta, h.Resource); len(errs) > 0 {
+		return nil, nil, apierrors.NewInvalid(h.Resource.GVK.GroupKind(), newMeta.GetName(), errs)
+	}
+	if updated, err = h.runUpdateStrategy("", existing, updated); err != nil {
+		return nil, nil, err
+	}
+	if err := h.API.Authz.CheckEscalation(h.Ctx, h.Resource.GroupResource(), updated, existing); err != nil {
+		return nil, nil, err
+	}
+	if h.Resource.Admit != nil {
+		if err := h.Resource.Admit(h.Ctx, updated, existing); err != nil {
+			return nil, nil, err
+		}
+	}
+	if !h.applying {
+		updated = h.trackManagedFields(existing, updated)
+	}
+	return updated, nil, nil
+}
+
+func (h *Request) delete() error {
+	opts := metav1.DeleteOptions{}
+	if err := h.decodeDeleteOptions(&opts); err != nil {
+		return h.Fail(err)
+	}
+	if errs := metav1validation.ValidateDeleteOptions(&opts); len(errs) > 0 {
+		return h.Fail(apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "DeleteOptions"}, "", errs))
+	}
+	if err := h.admitDelete(&opts); err != nil {
+		return h.Fail(err)
+	}
+	if err := h.AdmitNodeWrite(admission.Delete, nil, nil, h.Info.Name); err != nil {
+		return h.Fail(err)
+	}
+	var pre *k8sstorage.Preconditions
+	if opts.Preconditions != nil {
+		pre = &k8sstorage.Preconditions{UID: opts.Preconditions.UID, ResourceVersion: opts.Preconditions.ResourceVersion}
+	}
+	if IsDryRun(opts.DryRun) {
+		existing := h.Resource.New()
+		if err := h.Store.Get(h.Ctx, h.Key(), k8sstorage.GetOptions{}, existing); err != nil {
+			return h.Fail(storeerr.InterpretGetError(err, h.Resource.GroupResource(), h.Info.Name))
+		}
+		if pre != nil {
+			if err := pre.Check(h.Key(), existing); err != nil {
+				return h.Fail(storeerr.InterpretDeleteError(err, h.Resource.GroupResource(), h.Info.Name))
+			}
+		}
+		if err := h.validateDelete(h.Ctx, existing); err != nil {
+			return h.Fail(err)
+		}
+		return h.respond(http.StatusOK, existing)
+	}
+	out, err := h.GracefulDelete(opts, pre, h.validateDelete)
+	if err != nil {
+		return h.Fail(err)
+	}
+	return h.respond(http.StatusOK, out)
+}
+
+// decodeDeleteOptions reads DeleteOptions from the body or, if there is
+// none, from the query.
+func (h *Request) decodeDeleteOptions(opts *metav1.DeleteOptions) error {
+	req := h.Echo.Request()
+	body, err := h.readBody()
+	if err != nil {
+		return err
+	}
+	if len(strings.TrimSpace(string(body))) > 0 {
+		if _, _, err := scheme.Codecs.UniversalDecoder(metav1.SchemeGroupVersion).Decode(body, nil, opts); err != nil {
+			// Older clients send DeleteOptions without a kind.
+			if err := runtime.DecodeInto(scheme.Codecs.UniversalDecoder(), body, opts); err != nil {
+				return apierrors.NewBadRequest("invalid DeleteOptions: " + err.Error())
+			}
+		}
+		return nil
+	}
+	// Only without a body, as kube-apiserver: decoding the query would
+	// reset what the body set (dryRun, say).
+	if err := scheme.ParameterCodec.DecodeParameters(req.URL.Query(), scheme.MetaGV, opts); err != nil {
+		return apierrors.NewBadRequest(err.Error())
+	}
+	return nil
+}
+
+// supportedMediaTypes lists the encodings request bodies may use.
+func supportedMediaTypes() []string {
+	var out []string
+	for _, info := range scheme.Codecs.SupportedMediaTypes() {
+		out = append(out, info.MediaType)
+	}
+	return out
+}

@@ -1,0 +1,77 @@
+package apiserver
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+	"github.com/sqlkube/sqlkube/apiserver/filters"
+	"github.com/sqlkube/sqlkube/apiserver/responses"
+	"github.com/sqlkube/sqlkube/apiserver/scheme"
+	"github.com/sqlkube/sqlkube/apiserver/subresources"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/validation/path"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// serveResource routes /api/... and /apis/... requests: discovery
+// documents, then the REST verbs on a resource.
+func (s *Server) serveResource(c echo.Context) error {
+	info, err := filters.RequestInfoOf(c.Request())
+	if err != nil {
+		return responses.Status(c, apierrors.NewBadRequest(err.Error()))
+	}
+	if a := s.aggregator.Load(); a != nil {
+		if svc, ok := a.remoteAPIService(c.Request().URL.Path); ok {
+			return a.serve(c, svc) // aggregator.go
+		}
+	}
+	if !info.IsResourceRequest {
+		return s.serveDiscovery(c)
+	}
+	gvr := schema.GroupVersionResource{Group: info.APIGroup, Version: info.APIVersion, Resource: info.Resource}
+	if subresources.IsLegacyBindings(gvr) && info.Name == "" && info.Subresource == "" {
+		gvr.Resource, info.Resource, info.Subresource = "pods", "pods", "binding" // served as pods/NAME/binding
+	}
+	r, ok := s.Registry.Lookup(gvr)
+	if ok && info.Subresource != "" {
+		_, ok = s.Subresources.Lookup(r, info.Subresource)
+		ok = ok || (info.Subresource == "status" && r.Status) || (info.Subresource == "scale" && r.Scale) || (info.Subresource == "approval" && r.Approval)
+	}
+	if !ok {
+		return responses.Status(c, apierrors.NewNotFound(schema.GroupResource{Group: info.APIGroup, Resource: info.Resource}, info.Name))
+	}
+	if info.Name != "" {
+		if msgs := path.IsValidPathSegmentName(info.Name); len(msgs) > 0 {
+			return responses.Status(c, apierrors.NewBadRequest(fmt.Sprintf("invalid name %q: %s", info.Name, strings.Join(msgs, ", "))))
+		}
+	}
+	// A list or watch may name one object by field selector (metadata.name)
+	// across namespaces.
+	if r.Namespaced && info.Namespace == "" && info.Name != "" && info.Verb != "list" && info.Verb != "watch" {
+		return responses.Status(c, apierrors.NewBadRequest("a namespace is required for "+r.Plural))
+	}
+	return s.API.Serve(c, r, info)
+}
+
+func (s *Server) serveDiscovery(c echo.Context) error {
+	parts := strings.Split(strings.Trim(c.Request().URL.Path, "/"), "/")
+	switch {
+	case len(parts) == 2 && parts[0] == "api":
+		if list, ok := s.resourceList(schema.GroupVersion{Version: parts[1]}); ok {
+			return responses.Object(c, http.StatusOK, list, scheme.MetaGV)
+		}
+	case len(parts) == 2 && parts[0] == "apis":
+		for _, g := range s.allGroups() {
+			if g.Name == parts[1] {
+				return responses.Object(c, http.StatusOK, &g, scheme.MetaGV)
+			}
+		}
+	case len(parts) == 3 && parts[0] == "apis":
+		if list, ok := s.resourceList(schema.GroupVersion{Group: parts[1], Version: parts[2]}); ok {
+			return responses.Object(c, http.StatusOK, list, scheme.MetaGV)
+		}
+	}
+	return responses.Status(c, apierrors.NewNotFound(schema.GroupResource{}, c.Request().URL.Path))
+}

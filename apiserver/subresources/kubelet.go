@@ -1,0 +1,213 @@
+package subresources
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/sqlkube/sqlkube/apiserver/handlers"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/httpstream/wsstream"
+	"k8s.io/apimachinery/pkg/util/proxy"
+	"k8s.io/apiserver/pkg/endpoints/request"
+	genericrest "k8s.io/apiserver/pkg/registry/generic/rest"
+	k8sstorage "k8s.io/apiserver/pkg/storage"
+	storeerr "k8s.io/apiserver/pkg/storage/errors"
+	translator "k8s.io/apiserver/pkg/util/proxy"
+	"k8s.io/kubernetes/pkg/api/legacyscheme"
+	api "k8s.io/kubernetes/pkg/apis/core"
+	"k8s.io/kubernetes/pkg/apis/core/validation"
+	podregistry "k8s.io/kubernetes/pkg/registry/core/pod"
+)
+
+// The subresources that reach a pod's kubelet (logs, exec, attach,
+// port-forward) and a node's (proxy), as kube-apiserver serves them: the
+// location comes from Kubernetes' pod registry, the connection from its
+// kubelet client (the API server's kubelet-client certificate; the
+// kubelet's serving certificate verified against Config.KubeletCAFile),
+// and the streams from its upgrade-aware proxy, with the websocket
+// translations kubectl 1.30+ asks for.
+
+// podGetter reads pods (in the request's namespace) as the internal type
+// the pod registry's location functions take.
+type podGetter struct{ h *handlers.Request }
+
+func (g podGetter) Get(ctx context.Context, name string, _ *metav1.GetOptions) (runtime.Object, error) {
+	v1pod := &corev1.Pod{}
+	if err := g.h.Store.Get(ctx, g.h.Resource.Key(request.NamespaceValue(ctx), name), k8sstorage.GetOptions{}, v1pod); err != nil {
+		return nil, storeerr.InterpretGetError(err, corev1.Resource("pods"), name)
+	}
+	pod := &api.Pod{}
+	if err := legacyscheme.Scheme.Convert(v1pod, pod, nil); err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	return pod, nil
+}
+
+// decodeQuery decodes the request's query into an internal options type.
+func decodeQuery(h *handlers.Request, into runtime.Object) error {
+	if err := legacyscheme.ParameterCodec.DecodeParameters(h.Echo.Request().URL.Query(), corev1.SchemeGroupVersion, into); err != nil {
+		return apierrors.NewBadRequest(err.Error())
+	}
+	return nil
+}
+
+// podLog streams a container's log (pods/log).
+func podLog(h *handlers.Request) error {
+	opts := &api.PodLogOptions{}
+	if err := decodeQuery(h, opts); err != nil {
+		return h.Fail(err)
+	}
+	if errs := validation.ValidatePodLogOptions(opts, false); len(errs) > 0 {
+		return h.Fail(apierrors.NewInvalid(api.Kind("PodLogOptions"), "log", errs))
+	}
+	conn, err := h.API.Kubelets()
+	if err != nil {
+		return h.Fail(err)
+	}
+	location, transport, err := podregistry.LogLocation(h.Ctx, podGetter{h}, conn, h.Info.Name, opts)
+	if err != nil {
+		return h.Fail(err)
+	}
+	w := h.Echo.Response()
+	if location == nil { // not on a node yet: no log
+		w.Header().Set("Content-Type", "text/plain")
+		w.WriteHeader(http.StatusOK)
+		return nil
+	}
+	streamer := &genericrest.LocationStreamer{
+		Location: location, Transport: transport, ContentType: "text/plain", Flush: opts.Follow,
+		ResponseChecker: genericrest.NewGenericHttpResponseChecker(api.Resource("pods/log"), h.Info.Name),
+		RedirectChecker: genericrest.PreventRedirects,
+	}
+	body, flush, contentType, err := streamer.InputStream(h.Ctx, "v1", h.Echo.Request().Header.Get("Accept"))
+	if err != nil {
+		return h.Fail(err)
+	}
+	defer body.Close()
+	w.Header().Set("Content-Type", contentType)
+	w.WriteHeader(http.StatusOK)
+	if !flush {
+		_, _ = io.Copy(w, body)
+		return nil
+	}
+	buf := make([]byte, 32*1024)
+	for {
+		n, err := body.Read(buf)
+		if n > 0 {
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				return nil
+			}
+			w.Flush()
+		}
+		if err != nil {
+			return nil
+		}
+	}
+}
+
+// podExec and podAttach connect a client's streams to a container.
+func podExec(h *handlers.Request) error {
+	opts := &api.PodExecOptions{}
+	if err := decodeQuery(h, opts); err != nil {
+		return h.Fail(err)
+	}
+	if len(opts.Command) == 0 {
+		return h.Fail(apierrors.NewBadRequest("you must specify at least 1 command"))
+	}
+	conn, err := h.API.Kubelets()
+	if err != nil {
+		return h.Fail(err)
+	}
+	location, transport, err := podregistry.ExecLocation(h.Ctx, podGetter{h}, conn, h.Info.Name, opts)
+	if err != nil {
+		return h.Fail(err)
+	}
+	streamTo(h, location, transport, translator.Options{Stdin: opts.Stdin, Stdout: opts.Stdout, Stderr: opts.Stderr, Tty: opts.TTY})
+	return nil
+}
+
+func podAttach(h *handlers.Request) error {
+	opts := &api.PodAttachOptions{}
+	if err := decodeQuery(h, opts); err != nil {
+		return h.Fail(err)
+	}
+	conn, err := h.API.Kubelets()
+	if err != nil {
+		return h.Fail(err)
+	}
+	location, transport, err := podregistry.AttachLocation(h.Ctx, podGetter{h}, conn, h.Info.Name, opts)
+	if err != nil {
+		return h.Fail(err)
+	}
+	streamTo(h, location, transport, translator.Options{Stdin: opts.Stdin, Stdout: opts.Stdout, Stderr: opts.Stderr, Tty: opts.TTY})
+	return nil
+}
+
+// streamTo proxies an upgraded (SPDY) connection to location, translating
+// kubectl's websocket protocol (v5.channel.k8s.io) to SPDY towards the
+// kubelet, as kube-apiserver does.
+func streamTo(h *handlers.Request, location *url.URL, transport http.RoundTripper, streams translator.Options) {
+	var handler http.Handler = proxy.NewUpgradeAwareHandler(location, transport, false, true, proxy.NewErrorResponder(proxyErrors{h}))
+	handler = translator.NewTranslatingHandler(handler, translator.NewStreamTranslatorHandler(location, transport, 0, streams), wsstream.IsWebSocketRequestWithStreamCloseProtocol)
+	handler.ServeHTTP(h.Echo.Response(), h.Echo.Request())
+}
+
+// podPortForward tunnels port-forward streams to the pod's kubelet.
+func podPortForward(h *handlers.Request) error {
+	opts := &api.PodPortForwardOptions{}
+	if err := decodeQuery(h, opts); err != nil {
+		return h.Fail(err)
+	}
+	conn, err := h.API.Kubelets()
+	if err != nil {
+		return h.Fail(err)
+	}
+	location, transport, err := podregistry.PortForwardLocation(h.Ctx, podGetter{h}, conn, h.Info.Name, opts)
+	if err != nil {
+		return h.Fail(err)
+	}
+	var handler http.Handler = proxy.NewUpgradeAwareHandler(location, transport, false, true, proxy.NewErrorResponder(proxyErrors{h}))
+	handler = translator.NewTranslatingHandler(handler, translator.NewTunnelingHandler(handler), wsstream.IsWebSocketRequestWithTunnelingProtocol)
+	handler.ServeHTTP(h.Echo.Response(), h.Echo.Request())
+	return nil
+}
+
+// nodeProxy proxies /api/v1/nodes/NAME/proxy/PATH to the node's kubelet.
+func nodeProxy(h *handlers.Request) error {
+	conn, err := h.API.Kubelets()
+	if err != nil {
+		return h.Fail(err)
+	}
+	info, err := conn.GetConnectionInfo(h.Ctx, types.NodeName(h.Info.Name))
+	if err != nil {
+		return h.Fail(err)
+	}
+	rest := "/"
+	if len(h.Info.Parts) > 3 {
+		rest += strings.Join(h.Info.Parts[3:], "/")
+	}
+	if strings.HasSuffix(h.Echo.Request().URL.Path, "/") && !strings.HasSuffix(rest, "/") {
+		rest += "/"
+	}
+	location := &url.URL{Scheme: info.Scheme, Host: info.Hostname + ":" + info.Port, Path: rest, RawQuery: h.Echo.Request().URL.RawQuery}
+	handler := proxy.NewUpgradeAwareHandler(location, info.Transport, true, false, proxy.NewErrorResponder(proxyErrors{h}))
+	handler.ServeHTTP(h.Echo.Response(), h.Echo.Request())
+	return nil
+}
+
+// proxyErrors answers a failed proxy connection (proxy.ErrorResponder).
+type proxyErrors struct{ h *handlers.Request }
+
+func (p proxyErrors) Error(err error) {
+	if _, ok := err.(apierrors.APIStatus); !ok {
+		err = apierrors.NewServiceUnavailable(err.Error())
+	}
+	_ = p.h.Fail(err)
+}
