@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
+	"github.com/sqlkube/sqlkube/apiserver/admission"
 	"github.com/sqlkube/sqlkube/apiserver/filters"
 	"github.com/sqlkube/sqlkube/apiserver/responses"
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -66,7 +67,7 @@ var aggregatorIdentity = &user.DefaultInfo{Name: "system:kube-aggregator", Group
 // aggregator proxies aggregated group-versions and serves their discovery.
 type aggregator struct {
 	lister   apiregistrationlisters.APIServiceLister
-	services endpointServiceResolver
+	services admission.EndpointResolver
 	// proxyCert is the front-proxy client certificate (nil: none).
 	proxyCert *dynamiccertificates.DynamicCertKeyPairContent
 	// mu guards transports and discovery.
@@ -92,7 +93,7 @@ func (s *Server) startAggregator(stop <-chan struct{}) error {
 	if err != nil {
 		return err
 	}
-	services, err := newEndpointServiceResolver(s)
+	services, err := admission.NewEndpointResolver(s.informers)
 	if err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sqlkube/sqlkube/apiserver/admission"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/conversion"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -32,7 +33,7 @@ const conversionTimeout = 10 * time.Second
 type crdConverters struct {
 	factory *conversion.CRConverterFactory
 	// services is set once the endpoint resolver exists.
-	services atomic.Pointer[endpointServiceResolver]
+	services atomic.Pointer[admission.EndpointResolver]
 }
 
 func newCRDConverters() (*crdConverters, error) {

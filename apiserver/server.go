@@ -26,6 +26,7 @@ import (
 	clientset "k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/sqlkube/sqlkube/apiserver/admission"
 	"github.com/sqlkube/sqlkube/apiserver/allocator"
 	"github.com/sqlkube/sqlkube/apiserver/authn"
 	"github.com/sqlkube/sqlkube/apiserver/authz"
@@ -167,7 +168,7 @@ func New(cfg Config) (*Server, error) {
 		KubeletCertFile: cfg.KubeletClientCertFile, KubeletKeyFile: cfg.KubeletClientKeyFile, KubeletCAFile: cfg.KubeletCAFile,
 	}}
 	s.Registry = registry.NewRegistry(append(registry.Builtin(running{s}), crdResource())...)
-	s.AdmissionObjects = newAdmissionObjects(s.Registry.Resources())
+	s.AdmissionObjects = admission.NewObjectInterfaces(s.Registry.Resources())
 	if cfg.ServiceClusterIPRange == "" {
 		cfg.ServiceClusterIPRange = DefaultServiceClusterIPRange
 	}
@@ -262,7 +263,9 @@ func (s *Server) startAuth() error {
 	s.tokenReviewer = authn.NewTokenReviewer(tokens...)
 	stop := make(chan struct{})
 	// Admission's informers are requested before the factory starts.
-	if s.Admission, err = s.newAdmission(client, stop); err != nil {
+	if s.Admission, err = admission.NewChain(admission.ChainOptions{
+		Client: client, Loopback: s.loopback, Informers: s.informers, Authorizer: s.Authz, Disabled: s.cfg.DisableAdmissionPlugins,
+	}, stop); err != nil {
 		close(stop)
 		return err
 	}

@@ -29,6 +29,7 @@ import (
 	"k8s.io/client-go/util/keyutil"
 
 	"github.com/sqlkube/sqlkube/apiserver"
+	"github.com/sqlkube/sqlkube/apiserver/admission"
 	"github.com/sqlkube/sqlkube/apiserver/authn"
 	"github.com/sqlkube/sqlkube/apiserver/authz"
 	"github.com/sqlkube/sqlkube/apiserver/bootstrap"
@@ -103,7 +104,7 @@ func addAPIFlags(fl *pflag.FlagSet, f *apiFlags) {
 	fl.StringVar(&f.saSigningKeyFile, "service-account-signing-key-file", "", "private key that signs service-account tokens (default: generated under DATA_DIR/tls)")
 	fl.StringVar(&f.saIssuer, "service-account-issuer", authn.DefaultServiceAccountIssuer, "issuer (and default audience) of service-account tokens")
 	fl.StringVar(&f.authorizationMode, "authorization-mode", authz.ModeRBAC, "RBAC, or AlwaysAllow (development only)")
-	fl.StringSliceVar(&f.disableAdmission, "disable-admission-plugins", nil, fmt.Sprintf("admission plugins to turn off (all run by default, in this order: %s)", strings.Join(apiserver.DefaultAdmissionPlugins(), ",")))
+	fl.StringSliceVar(&f.disableAdmission, "disable-admission-plugins", nil, fmt.Sprintf("admission plugins to turn off (all run by default, in this order: %s)", strings.Join(admission.DefaultPlugins(), ",")))
 	fl.StringVar(&f.pprofAddress, "pprof-address", "", "serve net/http/pprof here (debugging)")
 	_ = fl.MarkHidden("pprof-address")
 	addDNSFlags(fl, &f.dns)

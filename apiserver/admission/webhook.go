@@ -1,4 +1,4 @@
-package apiserver
+package admission
 
 import (
 	"net/url"
@@ -13,7 +13,7 @@ import (
 	"k8s.io/apiserver/pkg/util/webhook"
 	cacheddiscovery "k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/informers"
 	listersv1 "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/restmapper"
 	controlplaneadmission "k8s.io/kubernetes/pkg/controlplane/apiserver/admission"
@@ -38,45 +38,49 @@ import (
 // admissionInitializers are the plugin initializers, in kube-apiserver's
 // order. Call it before the informer factory starts (it requests
 // informers and indexers).
-func (s *Server) admissionInitializers(client kubernetes.Interface, stop <-chan struct{}) (admission.PluginInitializers, error) {
-	dynamicClient, err := dynamic.NewForConfig(s.loopback)
+func admissionInitializers(opts ChainOptions, stop <-chan struct{}) (admission.PluginInitializers, error) {
+	client := opts.Client
+	dynamicClient, err := dynamic.NewForConfig(opts.Loopback)
 	if err != nil {
 		return nil, err
 	}
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(cacheddiscovery.NewMemCacheClient(client.Discovery()))
 	go wait.Until(mapper.Reset, 30*time.Second, stop)
-	services, err := newEndpointServiceResolver(s)
+	services, err := NewEndpointResolver(opts.Informers)
 	if err != nil {
 		return nil, err
 	}
-	controlplane := controlplaneadmission.Config{LoopbackClientConfig: s.loopback, ExternalInformers: s.informers}
+	controlplane := controlplaneadmission.Config{LoopbackClientConfig: opts.Loopback, ExternalInformers: opts.Informers}
 	// No proxy transport, no egress selector: webhooks are dialled
 	// directly.
 	specific, err := controlplane.New(nil, nil, services, noop.NewTracerProvider())
 	if err != nil {
 		return nil, err
 	}
-	generic := genericadmissioninitializer.New(client, dynamicClient, s.informers, s.Authz, utilfeature.DefaultFeatureGate, stop, mapper)
+	generic := genericadmissioninitializer.New(client, dynamicClient, opts.Informers, opts.Authorizer, utilfeature.DefaultFeatureGate, stop, mapper)
 	return append(admission.PluginInitializers{generic}, specific...), nil
 }
 
-// endpointServiceResolver resolves a service to one of its ready
+// EndpointResolver resolves a service to one of its ready
 // endpoints (kube-aggregator's endpoint resolver).
-type endpointServiceResolver struct {
+type EndpointResolver struct {
 	services listersv1.ServiceLister
 	slices   proxy.EndpointSliceGetter
 }
 
-var _ webhook.ServiceResolver = endpointServiceResolver{}
+var _ webhook.ServiceResolver = EndpointResolver{}
 
-func newEndpointServiceResolver(s *Server) (endpointServiceResolver, error) {
-	slices, err := proxy.NewEndpointSliceIndexerGetter(s.informers.Discovery().V1().EndpointSlices())
+// NewEndpointResolver resolves over factory's services and endpoint
+// slices (requested here: call it before the factory starts).
+func NewEndpointResolver(factory informers.SharedInformerFactory) (EndpointResolver, error) {
+	slices, err := proxy.NewEndpointSliceIndexerGetter(factory.Discovery().V1().EndpointSlices())
 	if err != nil {
-		return endpointServiceResolver{}, err
+		return EndpointResolver{}, err
 	}
-	return endpointServiceResolver{services: s.informers.Core().V1().Services().Lister(), slices: slices}, nil
+	return EndpointResolver{services: factory.Core().V1().Services().Lister(), slices: slices}, nil
 }
 
-func (r endpointServiceResolver) ResolveEndpoint(namespace, name string, port int32) (*url.URL, error) {
+// ResolveEndpoint is the URL of one of the service's ready endpoints.
+func (r EndpointResolver) ResolveEndpoint(namespace, name string, port int32) (*url.URL, error) {
 	return proxy.ResolveEndpoint(r.services, r.slices, namespace, name, port)
 }

@@ -1,4 +1,4 @@
-package apiserver
+package admission
 
 import (
 	"fmt"
@@ -17,7 +17,10 @@ import (
 	"k8s.io/apiserver/pkg/admission/plugin/resourcequota"
 	mutatingwebhook "k8s.io/apiserver/pkg/admission/plugin/webhook/mutating"
 	validatingwebhook "k8s.io/apiserver/pkg/admission/plugin/webhook/validating"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/kubernetes/pkg/api/legacyscheme"
 	"k8s.io/kubernetes/plugin/pkg/admission/limitranger"
 	"k8s.io/kubernetes/plugin/pkg/admission/priority"
@@ -39,7 +42,7 @@ import (
 // pods/eviction, serviceaccounts/token) are admitted with their body's
 // kind, namespaces/finalize as an update; validating admission of a delete
 // sees the stored object (oldObject), right before it is deleted.
-// Webhooks and ValidatingAdmissionPolicy: admission_webhook.go.
+// Webhooks and ValidatingAdmissionPolicy: webhook.go.
 //
 // Errors are the plugins' own: 403 Forbidden with their message (quota
 // exceeded, PodSecurity violations, a missing service account, a
@@ -67,9 +70,9 @@ var admissionOrder = []string{
 	resourcequota.PluginName,     // ResourceQuota, last, as upstream
 }
 
-// DefaultAdmissionPlugins are the admission plugins a server runs unless
+// DefaultPlugins are the admission plugins a server runs unless
 // Config.DisableAdmissionPlugins turns some off, in the order they run.
-func DefaultAdmissionPlugins() []string { return slices.Clone(admissionOrder) }
+func DefaultPlugins() []string { return slices.Clone(admissionOrder) }
 
 // errUnknownAdmissionPlugin names a plugin sqlkube does not have.
 type errUnknownAdmissionPlugin string
@@ -85,14 +88,29 @@ func enabledAdmissionPlugins(disabled []string) ([]string, error) {
 			return nil, errUnknownAdmissionPlugin(name)
 		}
 	}
-	return slices.DeleteFunc(DefaultAdmissionPlugins(), func(name string) bool { return slices.Contains(disabled, name) }), nil
+	return slices.DeleteFunc(DefaultPlugins(), func(name string) bool { return slices.Contains(disabled, name) }), nil
 }
 
-// newAdmission builds the admission chain over the server's loopback
-// client and shared informers (requested here, so call it before the
-// informer factory starts). stop ends ResourceQuota's evaluators.
-func (s *Server) newAdmission(client kubernetes.Interface, stop <-chan struct{}) (admission.Interface, error) {
-	names, err := enabledAdmissionPlugins(s.cfg.DisableAdmissionPlugins)
+// ChainOptions are what the admission chain is built over.
+type ChainOptions struct {
+	// Client and Loopback reach the API server in-process; Informers are
+	// its shared informers (requested by newChain, so build the chain
+	// before the factory starts).
+	Client    kubernetes.Interface
+	Loopback  *rest.Config
+	Informers informers.SharedInformerFactory
+	// Authorizer is the server's, for the plugins that ask it.
+	Authorizer authorizer.Authorizer
+	// Disabled are the plugins turned off (--disable-admission-plugins).
+	Disabled []string
+}
+
+// NewChain builds the admission chain: every plugin of
+// DefaultPlugins but the disabled ones, in kube-apiserver's
+// order. stop ends ResourceQuota's evaluators and the webhooks' REST
+// mapper resets.
+func NewChain(opts ChainOptions, stop <-chan struct{}) (admission.Interface, error) {
+	names, err := enabledAdmissionPlugins(opts.Disabled)
 	if err != nil {
 		return nil, err
 	}
@@ -109,7 +127,7 @@ func (s *Server) newAdmission(client kubernetes.Interface, stop <-chan struct{})
 	policyvalidating.Register(plugins)
 	validatingwebhook.Register(plugins)
 	resourcequota.Register(plugins)
-	initializers, err := s.admissionInitializers(client, stop)
+	initializers, err := admissionInitializers(opts, stop)
 	if err != nil {
 		return nil, fmt.Errorf("apiserver: admission: %w", err)
 	}
@@ -120,14 +138,14 @@ func (s *Server) newAdmission(client kubernetes.Interface, stop <-chan struct{})
 	return chain, nil
 }
 
-// newAdmissionObjects are the schemes the plugins convert and default
+// NewObjectInterfaces are the schemes the plugins convert and default
 // with, and which built-in resources are the same objects in other
 // versions (the same storage prefix, as kube-apiserver's
 // EquivalentResourceRegistry): a webhook or policy with matchPolicy
 // Equivalent on autoscaling/v2 HPAs sees autoscaling/v1 writes too,
 // converted to v2. Custom resources are left out: a CRD's other versions
 // would need conversion webhooks.
-func newAdmissionObjects(resources []*registry.Resource) admission.ObjectInterfaces {
+func NewObjectInterfaces(resources []*registry.Resource) admission.ObjectInterfaces {
 	prefixes := map[schema.GroupResource]string{}
 	for _, r := range resources {
 		if r.Custom == nil && r.StoragePrefix != "" {
