@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/sqlkube/sqlkube/apiserver/discovery"
 	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -65,11 +66,10 @@ func (a *aggregator) remoteGroups() [][]*apiregistrationv1.APIService {
 	return apiregistrationhelper.SortedByGroupAndVersion(remote)
 }
 
-// allGroups are the named groups served here and by aggregated servers
+// MergeGroups adds the aggregated servers' groups to out, the groups served here
 // (an aggregated version of a group served here joins its versions).
-func (s *Server) allGroups() []metav1.APIGroup {
-	out := s.groups()
-	for _, svcs := range s.aggregator.Load().remoteGroups() {
+func (a *aggregator) MergeGroups(out []metav1.APIGroup) []metav1.APIGroup {
+	for _, svcs := range a.remoteGroups() {
 		i := slices.IndexFunc(out, func(g metav1.APIGroup) bool { return g.Name == svcs[0].Spec.Group })
 		if i < 0 {
 			v := groupVersionFor(svcs[0])
@@ -90,10 +90,10 @@ func groupVersionFor(svc *apiregistrationv1.APIService) metav1.GroupVersionForDi
 	return metav1.GroupVersionForDiscovery{GroupVersion: svc.Spec.Group + "/" + svc.Spec.Version, Version: svc.Spec.Version}
 }
 
-// aggregatedGroups adds the aggregated group-versions to the aggregated
+// MergeAggregated adds the aggregated group-versions to the aggregated
 // discovery list of named groups.
-func (s *Server) aggregatedGroups(ctx context.Context, list *apidiscoveryv2.APIGroupDiscoveryList) {
-	for _, svcs := range s.aggregator.Load().remoteGroups() {
+func (a *aggregator) MergeAggregated(ctx context.Context, list *apidiscoveryv2.APIGroupDiscoveryList) {
+	for _, svcs := range a.remoteGroups() {
 		i := slices.IndexFunc(list.Items, func(g apidiscoveryv2.APIGroupDiscovery) bool { return g.Name == svcs[0].Spec.Group })
 		if i < 0 {
 			list.Items = append(list.Items, apidiscoveryv2.APIGroupDiscovery{ObjectMeta: metav1.ObjectMeta{Name: svcs[0].Spec.Group}})
@@ -105,8 +105,8 @@ func (s *Server) aggregatedGroups(ctx context.Context, list *apidiscoveryv2.APIG
 			}
 			v := apidiscoveryv2.APIVersionDiscovery{Version: svc.Spec.Version, Freshness: apidiscoveryv2.DiscoveryFreshnessStale}
 			if apiregistrationhelper.IsAPIServiceConditionTrue(svc, apiregistrationv1.Available) {
-				if resources, err := s.aggregator.Load().resources(ctx, svc); err == nil {
-					v = versionDiscoveryOf(schema.GroupVersion{Group: svc.Spec.Group, Version: svc.Spec.Version}, resources)
+				if resources, err := a.resources(ctx, svc); err == nil {
+					v = discovery.VersionDiscoveryOf(schema.GroupVersion{Group: svc.Spec.Group, Version: svc.Spec.Version}, resources)
 				}
 			}
 			list.Items[i].Versions = append(list.Items[i].Versions, v)

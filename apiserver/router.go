@@ -2,13 +2,11 @@ package apiserver
 
 import (
 	"fmt"
-	"net/http"
 	"strings"
 
 	"github.com/labstack/echo/v4"
 	"github.com/sqlkube/sqlkube/apiserver/filters"
 	"github.com/sqlkube/sqlkube/apiserver/responses"
-	"github.com/sqlkube/sqlkube/apiserver/scheme"
 	"github.com/sqlkube/sqlkube/apiserver/subresources"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/validation/path"
@@ -28,7 +26,7 @@ func (s *Server) serveResource(c echo.Context) error {
 		}
 	}
 	if !info.IsResourceRequest {
-		return s.serveDiscovery(c)
+		return s.discovery.ServeGroupVersion(c)
 	}
 	gvr := schema.GroupVersionResource{Group: info.APIGroup, Version: info.APIVersion, Resource: info.Resource}
 	if subresources.IsLegacyBindings(gvr) && info.Name == "" && info.Subresource == "" {
@@ -53,25 +51,4 @@ func (s *Server) serveResource(c echo.Context) error {
 		return responses.Status(c, apierrors.NewBadRequest("a namespace is required for "+r.Plural))
 	}
 	return s.API.Serve(c, r, info)
-}
-
-func (s *Server) serveDiscovery(c echo.Context) error {
-	parts := strings.Split(strings.Trim(c.Request().URL.Path, "/"), "/")
-	switch {
-	case len(parts) == 2 && parts[0] == "api":
-		if list, ok := s.resourceList(schema.GroupVersion{Version: parts[1]}); ok {
-			return responses.Object(c, http.StatusOK, list, scheme.MetaGV)
-		}
-	case len(parts) == 2 && parts[0] == "apis":
-		for _, g := range s.allGroups() {
-			if g.Name == parts[1] {
-				return responses.Object(c, http.StatusOK, &g, scheme.MetaGV)
-			}
-		}
-	case len(parts) == 3 && parts[0] == "apis":
-		if list, ok := s.resourceList(schema.GroupVersion{Group: parts[1], Version: parts[2]}); ok {
-			return responses.Object(c, http.StatusOK, list, scheme.MetaGV)
-		}
-	}
-	return responses.Status(c, apierrors.NewNotFound(schema.GroupResource{}, c.Request().URL.Path))
 }

@@ -31,6 +31,7 @@ import (
 	"github.com/sqlkube/sqlkube/apiserver/authn"
 	"github.com/sqlkube/sqlkube/apiserver/authz"
 	"github.com/sqlkube/sqlkube/apiserver/bootstrap"
+	"github.com/sqlkube/sqlkube/apiserver/discovery"
 	"github.com/sqlkube/sqlkube/apiserver/filters"
 	"github.com/sqlkube/sqlkube/apiserver/handlers"
 	"github.com/sqlkube/sqlkube/apiserver/loopback"
@@ -148,6 +149,8 @@ type Server struct {
 	// aggregator proxies aggregated APIs (aggregator.go); nil until
 	// started, which requests over the loopback may overtake.
 	aggregator atomic.Pointer[aggregator]
+	// discovery serves the discovery documents.
+	discovery *discovery.Discovery
 	// converters make CRDs' conversion webhook converters
 	// (customresource_conversion.go).
 	converters *crdConverters
@@ -204,6 +207,12 @@ func New(cfg Config) (*Server, error) {
 		s.Close()
 		return nil, fmt.Errorf("apiserver: managed fields: %w", err)
 	}
+	s.discovery = &discovery.Discovery{Registry: s.Registry, Subresources: s.Subresources, Version: cfg.Version, Remote: func() discovery.Remote {
+		if a := s.aggregator.Load(); a != nil {
+			return a
+		}
+		return nil
+	}}
 	s.echo = s.routes()
 	if s.converters, err = newCRDConverters(); err != nil {
 		s.Close()
@@ -460,12 +469,12 @@ func (s *Server) routes() *echo.Echo {
 	// The storage layer's metrics (watch caches, fan-out, list latency by
 	// source, etcd request latency); authenticated like the API.
 	e.GET("/metrics", echo.WrapHandler(sqlstorage.MetricsHandler()))
-	e.GET("/version", s.version)
+	e.GET("/version", s.discovery.ServeVersion)
 	e.GET("/openapi/v2", s.openAPIV2)
 	e.GET("/openapi/v3", s.openAPIV3Index)
 	e.GET("/openapi/v3/*", s.openAPIV3Doc)
-	e.GET("/api", s.apiVersions)
-	e.GET("/apis", s.apiGroups)
+	e.GET("/api", s.discovery.ServeVersions)
+	e.GET("/apis", s.discovery.ServeGroups)
 	e.Any("/api/*", s.serveResource)
 	e.Any("/apis/*", s.serveResource)
 	return e

@@ -1,4 +1,4 @@
-package apiserver
+package discovery
 
 import (
 	"crypto/sha256"
@@ -50,10 +50,10 @@ func aggregatedDiscoveryVersion(accept string) string {
 // registry at request time. The v2beta1 document is the v2 one under its
 // own apiVersion: the two versions' types have the same fields. An ETag
 // of the body is sent; a request whose If-None-Match carries it gets 304.
-func (s *Server) serveAggregatedDiscovery(c echo.Context, version string, core bool) error {
-	list := s.aggregatedDiscovery(core)
+func (d *Discovery) serveAggregatedDiscovery(c echo.Context, version string, core bool) error {
+	list := d.aggregatedDiscovery(core)
 	if !core {
-		s.aggregatedGroups(c.Request().Context(), list) // aggregator_discovery.go
+		d.mergeRemote(c.Request().Context(), list)
 	}
 	list.APIVersion = aggregatedDiscoveryGroup + "/" + version
 	body, err := json.Marshal(list)
@@ -76,24 +76,24 @@ func (s *Server) serveAggregatedDiscovery(c echo.Context, version string, core b
 
 // aggregatedDiscovery is the core group (core) or the named groups, each
 // with its versions, preferred first.
-func (s *Server) aggregatedDiscovery(core bool) *apidiscoveryv2.APIGroupDiscoveryList {
+func (d *Discovery) aggregatedDiscovery(core bool) *apidiscoveryv2.APIGroupDiscoveryList {
 	list := &apidiscoveryv2.APIGroupDiscoveryList{TypeMeta: metav1.TypeMeta{Kind: "APIGroupDiscoveryList"}}
 	if core {
 		group := apidiscoveryv2.APIGroupDiscovery{}
-		for _, gv := range s.Registry.GroupVersions() {
+		for _, gv := range d.Registry.GroupVersions() {
 			if gv.Group == "" {
-				group.Versions = append(group.Versions, s.versionDiscovery(gv))
+				group.Versions = append(group.Versions, d.versionDiscovery(gv))
 			}
 		}
 		list.Items = append(list.Items, group)
 		return list
 	}
-	for _, g := range s.groups() {
+	for _, g := range d.groups() {
 		group := apidiscoveryv2.APIGroupDiscovery{ObjectMeta: metav1.ObjectMeta{Name: g.Name}}
-		group.Versions = append(group.Versions, s.versionDiscovery(schema.GroupVersion{Group: g.Name, Version: g.PreferredVersion.Version}))
+		group.Versions = append(group.Versions, d.versionDiscovery(schema.GroupVersion{Group: g.Name, Version: g.PreferredVersion.Version}))
 		for _, v := range g.Versions {
 			if v.Version != g.PreferredVersion.Version {
-				group.Versions = append(group.Versions, s.versionDiscovery(schema.GroupVersion{Group: g.Name, Version: v.Version}))
+				group.Versions = append(group.Versions, d.versionDiscovery(schema.GroupVersion{Group: g.Name, Version: v.Version}))
 			}
 		}
 		list.Items = append(list.Items, group)
@@ -103,13 +103,13 @@ func (s *Server) aggregatedDiscovery(core bool) *apidiscoveryv2.APIGroupDiscover
 
 // versionDiscovery turns a group-version's legacy resource list into its
 // aggregated form: subresources ("pods/status") go under their resource.
-func (s *Server) versionDiscovery(gv schema.GroupVersion) apidiscoveryv2.APIVersionDiscovery {
-	list, _ := s.resourceList(gv)
-	return versionDiscoveryOf(gv, list)
+func (d *Discovery) versionDiscovery(gv schema.GroupVersion) apidiscoveryv2.APIVersionDiscovery {
+	list, _ := d.resourceList(gv)
+	return VersionDiscoveryOf(gv, list)
 }
 
-// versionDiscoveryOf is versionDiscovery of a given resource list.
-func versionDiscoveryOf(gv schema.GroupVersion, list *metav1.APIResourceList) apidiscoveryv2.APIVersionDiscovery {
+// VersionDiscoveryOf is versionDiscovery of a given resource list.
+func VersionDiscoveryOf(gv schema.GroupVersion, list *metav1.APIResourceList) apidiscoveryv2.APIVersionDiscovery {
 	out := apidiscoveryv2.APIVersionDiscovery{Version: gv.Version, Freshness: apidiscoveryv2.DiscoveryFreshnessCurrent}
 	index := map[string]int{}
 	for _, r := range list.APIResources {
