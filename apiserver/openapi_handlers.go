@@ -73,7 +73,7 @@ func (s *Server) openAPIV3Index(c echo.Context) error {
 	if err != nil {
 		return responses.Status(c, apierrors.NewInternalError(err))
 	}
-	return c.Blob(http.StatusOK, echo.MIMEApplicationJSON, s.withAggregatedV3Paths(docs.v3Index)) // aggregator_openapi.go
+	return c.Blob(http.StatusOK, echo.MIMEApplicationJSON, s.aggregator.Load().WithV3Paths(docs.v3Index))
 }
 
 // openAPIV3Doc serves one group-version's document; clients fetch it by
@@ -82,8 +82,8 @@ func (s *Server) openAPIV3Index(c echo.Context) error {
 func (s *Server) openAPIV3Doc(c echo.Context) error {
 	path := strings.TrimPrefix(c.Request().URL.Path, "/openapi/v3/")
 	if a := s.aggregator.Load(); a != nil {
-		if svc, ok := a.remoteAPIService("/" + path); ok {
-			return a.serveOpenAPIV3(c, svc, path) // aggregator_openapi.go
+		if svc, ok := a.RemoteAPIService("/" + path); ok {
+			return a.ServeOpenAPIV3(c, svc, path) // aggregator_openapi.go
 		}
 	}
 	docs, err := s.openAPIDocs()

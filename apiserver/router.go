@@ -21,8 +21,8 @@ func (s *Server) serveResource(c echo.Context) error {
 		return responses.Status(c, apierrors.NewBadRequest(err.Error()))
 	}
 	if a := s.aggregator.Load(); a != nil {
-		if svc, ok := a.remoteAPIService(c.Request().URL.Path); ok {
-			return a.serve(c, svc) // aggregator.go
+		if svc, ok := a.RemoteAPIService(c.Request().URL.Path); ok {
+			return a.Serve(c, svc) // aggregator.go
 		}
 	}
 	if !info.IsResourceRequest {

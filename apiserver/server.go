@@ -27,6 +27,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/sqlkube/sqlkube/apiserver/admission"
+	"github.com/sqlkube/sqlkube/apiserver/aggregator"
 	"github.com/sqlkube/sqlkube/apiserver/allocator"
 	"github.com/sqlkube/sqlkube/apiserver/authn"
 	"github.com/sqlkube/sqlkube/apiserver/authz"
@@ -148,7 +149,7 @@ type Server struct {
 	crds *crdController
 	// aggregator proxies aggregated APIs (aggregator.go); nil until
 	// started, which requests over the loopback may overtake.
-	aggregator atomic.Pointer[aggregator]
+	aggregator atomic.Pointer[aggregator.Aggregator]
 	// discovery serves the discovery documents.
 	discovery *discovery.Discovery
 	// converters make CRDs' conversion webhook converters
@@ -278,15 +279,26 @@ func (s *Server) startAuth() error {
 		close(stop)
 		return err
 	}
-	if err := s.startAggregator(stop); err != nil {
+	agg, aggReady, aggShutdown, err := aggregator.Start(aggregator.Options{
+		Loopback: s.loopback, Informers: s.informers,
+		ProxyClientCertFile: s.cfg.ProxyClientCertFile, ProxyClientKeyFile: s.cfg.ProxyClientKeyFile,
+	}, stop)
+	if err != nil {
 		close(stop)
 		return err
 	}
-	s.converters.services.Store(&s.aggregator.Load().services) // conversion webhooks behind services
-	if err := s.startAuthenticationTrust(stop); err != nil {
+	s.aggregator.Store(agg)
+	s.ready, s.stops = append(s.ready, aggReady), append(s.stops, aggShutdown)
+	s.converters.services.Store(&agg.Services) // conversion webhooks behind services
+	trustShutdown, err := aggregator.StartAuthenticationTrust(aggregator.TrustOptions{
+		ClientCAFile: s.cfg.ClientCAFile, RequestHeaderCAFile: s.cfg.RequestHeaderCAFile,
+		RequestHeaderAllowedNames: s.cfg.RequestHeaderAllowedNames, Client: s.client,
+	}, stop)
+	if err != nil {
 		close(stop)
 		return err
 	}
+	s.stops = append(s.stops, trustShutdown)
 	s.informers.Start(stop)
 	s.stops = append(s.stops, func() {
 		close(stop)

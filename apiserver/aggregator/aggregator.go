@@ -1,4 +1,4 @@
-package apiserver
+package aggregator
 
 import (
 	"context"
@@ -26,6 +26,8 @@ import (
 	"k8s.io/apiserver/pkg/server/dynamiccertificates"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	apiproxy "k8s.io/apiserver/pkg/util/proxy"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/transport"
 	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
 	apiregistrationhelper "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1/helper"
@@ -64,10 +66,12 @@ const aggregatorTimeout = 60 * time.Second
 // (discovery and OpenAPI fetches), as kube-aggregator's probes.
 var aggregatorIdentity = &user.DefaultInfo{Name: "system:kube-aggregator", Groups: []string{user.SystemPrivilegedGroup}}
 
-// aggregator proxies aggregated group-versions and serves their discovery.
-type aggregator struct {
-	lister   apiregistrationlisters.APIServiceLister
-	services admission.EndpointResolver
+// Aggregator proxies aggregated group-versions and serves their discovery.
+type Aggregator struct {
+	lister apiregistrationlisters.APIServiceLister
+	// Services resolves services to endpoints (conversion webhooks use
+	// it too).
+	Services admission.EndpointResolver
 	// proxyCert is the front-proxy client certificate (nil: none).
 	proxyCert *dynamiccertificates.DynamicCertKeyPairContent
 	// mu guards transports and discovery.
@@ -84,24 +88,37 @@ type backendTransport struct {
 	err error
 }
 
-// startAggregator builds the aggregator and starts its informers and
+// Options are what the aggregator is built over.
+type Options struct {
+	// Loopback reaches the API server in memory; Informers are its shared
+	// informers (services and endpoint slices are requested here).
+	Loopback  *rest.Config
+	Informers informers.SharedInformerFactory
+	// ProxyClientCertFile and ProxyClientKeyFile are the client
+	// certificate presented to aggregated servers (empty: none).
+	ProxyClientCertFile, ProxyClientKeyFile string
+}
+
+// Start builds the aggregator and starts its informers and
 // kube-aggregator's availability controllers; they stop when stop is
-// closed. Call it before the core informer factory starts (it asks for
-// the services' and endpoint slices' informers).
-func (s *Server) startAggregator(stop <-chan struct{}) error {
-	client, err := aggregatorclient.NewForConfig(s.loopback)
+// closed, and shutdown waits for the informers. ready reports whether
+// the APIServices have been listed. Call it before the core informer
+// factory starts (it asks for the services' and endpoint slices'
+// informers).
+func Start(opts Options, stop <-chan struct{}) (a *Aggregator, ready func() bool, shutdown func(), err error) {
+	client, err := aggregatorclient.NewForConfig(opts.Loopback)
 	if err != nil {
-		return err
+		return nil, nil, nil, err
 	}
-	services, err := admission.NewEndpointResolver(s.informers)
+	services, err := admission.NewEndpointResolver(opts.Informers)
 	if err != nil {
-		return err
+		return nil, nil, nil, err
 	}
-	a := &aggregator{services: services, transports: map[string]backendTransport{}, discovery: map[string]backendDiscovery{}}
+	a = &Aggregator{Services: services, transports: map[string]backendTransport{}, discovery: map[string]backendDiscovery{}}
 	var certKey func() ([]byte, []byte)
-	if s.cfg.ProxyClientCertFile != "" || s.cfg.ProxyClientKeyFile != "" {
-		if a.proxyCert, err = dynamiccertificates.NewDynamicServingContentFromFiles("aggregator-proxy-cert", s.cfg.ProxyClientCertFile, s.cfg.ProxyClientKeyFile); err != nil {
-			return fmt.Errorf("apiserver: proxy client certificate: %w", err)
+	if opts.ProxyClientCertFile != "" || opts.ProxyClientKeyFile != "" {
+		if a.proxyCert, err = dynamiccertificates.NewDynamicServingContentFromFiles("aggregator-proxy-cert", opts.ProxyClientCertFile, opts.ProxyClientKeyFile); err != nil {
+			return nil, nil, nil, fmt.Errorf("apiserver: proxy client certificate: %w", err)
 		}
 		certKey = a.proxyCert.CurrentCertKeyContent
 	}
@@ -111,12 +128,12 @@ func (s *Server) startAggregator(stop <-chan struct{}) error {
 	metrics := availabilitymetrics.New()
 	local, err := localavailability.New(apiServices, client.ApiregistrationV1(), metrics)
 	if err != nil {
-		return err
+		return nil, nil, nil, err
 	}
-	remote, err := remoteavailability.New(apiServices, s.informers.Core().V1().Services(), s.informers.Discovery().V1().EndpointSlices(),
+	remote, err := remoteavailability.New(apiServices, opts.Informers.Core().V1().Services(), opts.Informers.Discovery().V1().EndpointSlices(),
 		client.ApiregistrationV1(), nil, certKey, services, metrics)
 	if err != nil {
-		return err
+		return nil, nil, nil, err
 	}
 	synced := apiServices.Informer().HasSynced
 	factory.Start(stop)
@@ -130,15 +147,12 @@ func (s *Server) startAggregator(stop <-chan struct{}) error {
 	}
 	go local.Run(1, stop)
 	go remote.Run(2, stop)
-	s.aggregator.Store(a)
-	s.ready = append(s.ready, func() bool { return synced() })
-	s.stops = append(s.stops, factory.Shutdown)
-	return nil
+	return a, synced, factory.Shutdown, nil
 }
 
-// remoteAPIService is the APIService with spec.service that serves
+// RemoteAPIService is the APIService with spec.service that serves
 // /apis/GROUP/VERSION/... (path), if any.
-func (a *aggregator) remoteAPIService(path string) (*apiregistrationv1.APIService, bool) {
+func (a *Aggregator) RemoteAPIService(path string) (*apiregistrationv1.APIService, bool) {
 	if a == nil {
 		return nil, false
 	}
@@ -157,8 +171,8 @@ func (a *aggregator) remoteAPIService(path string) (*apiregistrationv1.APIServic
 	return svc, true
 }
 
-// serve proxies the request to svc's backend as the request's user.
-func (a *aggregator) serve(c echo.Context, svc *apiregistrationv1.APIService) error {
+// Serve proxies the request to svc's backend as the request's user.
+func (a *Aggregator) Serve(c echo.Context, svc *apiregistrationv1.APIService) error {
 	req := c.Request()
 	if !apiregistrationhelper.IsAPIServiceConditionTrue(svc, apiregistrationv1.Available) {
 		return responses.Status(c, apierrors.NewServiceUnavailable(fmt.Sprintf("the server is currently unable to handle the request (APIService %s is not available)", svc.Name)))
@@ -173,7 +187,7 @@ func (a *aggregator) serve(c echo.Context, svc *apiregistrationv1.APIService) er
 }
 
 // proxy sends the request to path on svc's backend, acting as u.
-func (a *aggregator) proxy(c echo.Context, svc *apiregistrationv1.APIService, path string, u user.Info, longRunning bool) error {
+func (a *Aggregator) proxy(c echo.Context, svc *apiregistrationv1.APIService, path string, u user.Info, longRunning bool) error {
 	req := c.Request()
 	rt, err := a.transport(svc)
 	if err != nil {
@@ -215,20 +229,20 @@ func (a *aggregator) proxy(c echo.Context, svc *apiregistrationv1.APIService, pa
 }
 
 // resolve finds a ready endpoint of svc's service.
-func (a *aggregator) resolve(svc *apiregistrationv1.APIService) (*url.URL, error) {
+func (a *Aggregator) resolve(svc *apiregistrationv1.APIService) (*url.URL, error) {
 	ref := svc.Spec.Service
 	port := int32(443)
 	if ref.Port != nil {
 		port = *ref.Port
 	}
-	return a.services.ResolveEndpoint(ref.Namespace, ref.Name, port)
+	return a.Services.ResolveEndpoint(ref.Namespace, ref.Name, port)
 }
 
 // transport is the TLS transport to svc's backend: its caBundle (or no
 // verification), the service's DNS name as server name, the front-proxy
 // client certificate. It is rebuilt when the APIService or the
 // certificate changes.
-func (a *aggregator) transport(svc *apiregistrationv1.APIService) (http.RoundTripper, error) {
+func (a *Aggregator) transport(svc *apiregistrationv1.APIService) (http.RoundTripper, error) {
 	var certPEM, keyPEM []byte
 	if a.proxyCert != nil {
 		certPEM, keyPEM = a.proxyCert.CurrentCertKeyContent()

@@ -1,4 +1,4 @@
-package apiserver
+package aggregator
 
 import (
 	"encoding/json"
@@ -17,11 +17,11 @@ import (
 // /openapi/v3/apis/GROUP/VERSION is its backend's document, fetched as
 // the aggregator. /openapi/v2 leaves them out.
 
-// withAggregatedV3Paths adds the aggregated group-versions to the
+// WithV3Paths adds the aggregated group-versions to the
 // /openapi/v3 index (index is returned unchanged when there are none or
 // it cannot be read).
-func (s *Server) withAggregatedV3Paths(index []byte) []byte {
-	groups := s.aggregator.Load().remoteGroups()
+func (a *Aggregator) WithV3Paths(index []byte) []byte {
+	groups := a.remoteGroups()
 	if len(groups) == 0 {
 		return index
 	}
@@ -49,9 +49,9 @@ func (s *Server) withAggregatedV3Paths(index []byte) []byte {
 	return out
 }
 
-// serveOpenAPIV3 answers /openapi/v3/apis/GROUP/VERSION from svc's
+// ServeOpenAPIV3 answers /openapi/v3/apis/GROUP/VERSION from svc's
 // backend (503 when it is not available or does not answer).
-func (a *aggregator) serveOpenAPIV3(c echo.Context, svc *apiregistrationv1.APIService, path string) error {
+func (a *Aggregator) ServeOpenAPIV3(c echo.Context, svc *apiregistrationv1.APIService, path string) error {
 	if strings.Count(strings.Trim(path, "/"), "/") != 2 {
 		return responses.Status(c, apierrors.NewNotFound(apiregistrationv1.Resource("openapi"), path))
 	}

@@ -1,4 +1,4 @@
-package apiserver
+package aggregator
 
 import (
 	"context"
@@ -46,7 +46,7 @@ type backendDiscovery struct {
 
 // remoteGroups are the APIServices with a service, by group, each group
 // and its versions in kube-aggregator's priority order.
-func (a *aggregator) remoteGroups() [][]*apiregistrationv1.APIService {
+func (a *Aggregator) remoteGroups() [][]*apiregistrationv1.APIService {
 	if a == nil {
 		return nil
 	}
@@ -66,9 +66,10 @@ func (a *aggregator) remoteGroups() [][]*apiregistrationv1.APIService {
 	return apiregistrationhelper.SortedByGroupAndVersion(remote)
 }
 
-// MergeGroups adds the aggregated servers' groups to out, the groups served here
-// (an aggregated version of a group served here joins its versions).
-func (a *aggregator) MergeGroups(out []metav1.APIGroup) []metav1.APIGroup {
+// MergeGroups adds the aggregated servers' groups to out, the groups
+// served here (an aggregated version of a group served here joins its
+// versions).
+func (a *Aggregator) MergeGroups(out []metav1.APIGroup) []metav1.APIGroup {
 	for _, svcs := range a.remoteGroups() {
 		i := slices.IndexFunc(out, func(g metav1.APIGroup) bool { return g.Name == svcs[0].Spec.Group })
 		if i < 0 {
@@ -92,7 +93,7 @@ func groupVersionFor(svc *apiregistrationv1.APIService) metav1.GroupVersionForDi
 
 // MergeAggregated adds the aggregated group-versions to the aggregated
 // discovery list of named groups.
-func (a *aggregator) MergeAggregated(ctx context.Context, list *apidiscoveryv2.APIGroupDiscoveryList) {
+func (a *Aggregator) MergeAggregated(ctx context.Context, list *apidiscoveryv2.APIGroupDiscoveryList) {
 	for _, svcs := range a.remoteGroups() {
 		i := slices.IndexFunc(list.Items, func(g apidiscoveryv2.APIGroupDiscovery) bool { return g.Name == svcs[0].Spec.Group })
 		if i < 0 {
@@ -115,7 +116,7 @@ func (a *aggregator) MergeAggregated(ctx context.Context, list *apidiscoveryv2.A
 }
 
 // resources is the resource list svc's backend serves (cached).
-func (a *aggregator) resources(ctx context.Context, svc *apiregistrationv1.APIService) (*metav1.APIResourceList, error) {
+func (a *Aggregator) resources(ctx context.Context, svc *apiregistrationv1.APIService) (*metav1.APIResourceList, error) {
 	a.mu.Lock()
 	cur, ok := a.discovery[svc.Name]
 	a.mu.Unlock()
@@ -131,7 +132,7 @@ func (a *aggregator) resources(ctx context.Context, svc *apiregistrationv1.APISe
 	return list, err
 }
 
-func (a *aggregator) fetchResources(ctx context.Context, svc *apiregistrationv1.APIService) (*metav1.APIResourceList, error) {
+func (a *Aggregator) fetchResources(ctx context.Context, svc *apiregistrationv1.APIService) (*metav1.APIResourceList, error) {
 	body, err := a.fetch(ctx, svc, "/apis/"+svc.Spec.Group+"/"+svc.Spec.Version, "application/json")
 	if err != nil {
 		return nil, err
@@ -145,7 +146,7 @@ func (a *aggregator) fetchResources(ctx context.Context, svc *apiregistrationv1.
 
 // fetch GETs path from svc's backend as the aggregator (at most 10 MiB,
 // within discoveryTimeout).
-func (a *aggregator) fetch(ctx context.Context, svc *apiregistrationv1.APIService, path, accept string) ([]byte, error) {
+func (a *Aggregator) fetch(ctx context.Context, svc *apiregistrationv1.APIService, path, accept string) ([]byte, error) {
 	rt, err := a.transport(svc)
 	if err != nil {
 		return nil, err
@@ -177,3 +178,5 @@ func (a *aggregator) fetch(ctx context.Context, svc *apiregistrationv1.APIServic
 	}
 	return body, nil
 }
+
+var _ discovery.Remote = (*Aggregator)(nil)

@@ -1,4 +1,4 @@
-package apiserver
+package aggregator
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 
 	"k8s.io/apiserver/pkg/authentication/request/headerrequest"
 	"k8s.io/apiserver/pkg/server/dynamiccertificates"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/kubernetes/pkg/controlplane/controller/clusterauthenticationtrust"
 )
 
@@ -18,43 +19,50 @@ var (
 	requestHeaderExtraPrefixes   = headerrequest.StaticStringSlice{"X-Remote-Extra-"}
 )
 
-// startAuthenticationTrust publishes, with kube-apiserver's own
+// TrustOptions are the CAs to publish, and the client to publish with.
+type TrustOptions struct {
+	ClientCAFile, RequestHeaderCAFile string
+	RequestHeaderAllowedNames         []string
+	Client                            kubernetes.Interface
+}
+
+// StartAuthenticationTrust publishes, with kube-apiserver's own
 // controller, the client CA, the requestheader CA, allowed names and
 // headers in kube-system/extension-apiserver-authentication (merged with
 // what other API servers published there), where aggregated servers such
 // as metrics-server read whom to trust. Without a requestheader CA and a
-// client CA in the configuration it does nothing. It stops when stop is
-// closed.
-func (s *Server) startAuthenticationTrust(stop <-chan struct{}) error {
-	if s.cfg.RequestHeaderCAFile == "" && s.cfg.ClientCAFile == "" {
-		return nil
+// client CA it does nothing. It stops when stop is closed; shutdown
+// stops it and waits.
+func StartAuthenticationTrust(opts TrustOptions, stop <-chan struct{}) (shutdown func(), err error) {
+	if opts.RequestHeaderCAFile == "" && opts.ClientCAFile == "" {
+		return func() {}, nil
 	}
 	info := clusterauthenticationtrust.ClusterAuthenticationInfo{}
 	ctx, cancel := context.WithCancel(context.Background())
-	if s.cfg.ClientCAFile != "" {
-		ca, err := dynamiccertificates.NewDynamicCAContentFromFile("client-ca-bundle", s.cfg.ClientCAFile)
+	if opts.ClientCAFile != "" {
+		ca, err := dynamiccertificates.NewDynamicCAContentFromFile("client-ca-bundle", opts.ClientCAFile)
 		if err != nil {
 			cancel()
-			return fmt.Errorf("apiserver: client CA: %w", err)
+			return nil, fmt.Errorf("apiserver: client CA: %w", err)
 		}
 		go ca.Run(ctx, 1)
 		info.ClientCA = ca
 	}
-	if s.cfg.RequestHeaderCAFile != "" {
-		ca, err := dynamiccertificates.NewDynamicCAContentFromFile("request-header", s.cfg.RequestHeaderCAFile)
+	if opts.RequestHeaderCAFile != "" {
+		ca, err := dynamiccertificates.NewDynamicCAContentFromFile("request-header", opts.RequestHeaderCAFile)
 		if err != nil {
 			cancel()
-			return fmt.Errorf("apiserver: requestheader CA: %w", err)
+			return nil, fmt.Errorf("apiserver: requestheader CA: %w", err)
 		}
 		go ca.Run(ctx, 1)
 		info.RequestHeaderCA = ca
-		info.RequestHeaderAllowedNames = headerrequest.StaticStringSlice(s.cfg.RequestHeaderAllowedNames)
+		info.RequestHeaderAllowedNames = headerrequest.StaticStringSlice(opts.RequestHeaderAllowedNames)
 		info.RequestHeaderUsernameHeaders = requestHeaderUsernameHeaders
 		info.RequestHeaderUIDHeaders = requestHeaderUIDHeaders
 		info.RequestHeaderGroupHeaders = requestHeaderGroupHeaders
 		info.RequestHeaderExtraHeaderPrefixes = requestHeaderExtraPrefixes
 	}
-	c := clusterauthenticationtrust.NewClusterAuthenticationTrustController(info, s.client)
+	c := clusterauthenticationtrust.NewClusterAuthenticationTrustController(info, opts.Client)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -64,6 +72,5 @@ func (s *Server) startAuthenticationTrust(stop <-chan struct{}) error {
 		<-stop
 		cancel()
 	}()
-	s.stops = append(s.stops, func() { cancel(); <-done })
-	return nil
+	return func() { cancel(); <-done }, nil
 }
