@@ -5,7 +5,6 @@ import (
 	"io"
 	"slices"
 
-	"github.com/sqlkube/sqlkube/apiserver/handlers"
 	"github.com/sqlkube/sqlkube/apiserver/registry"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -117,7 +116,7 @@ func NewChain(opts ChainOptions, stop <-chan struct{}) (admission.Interface, err
 	plugins := admission.NewPlugins()
 	plugins.Register(lifecycle.PluginName, func(io.Reader) (admission.Interface, error) {
 		// kube-node-lease too: node heartbeats depend on it.
-		return lifecycle.NewLifecycle(sets.NewString(handlers.ImmortalNamespaces...))
+		return lifecycle.NewLifecycle(sets.NewString(registry.SystemNamespaces...))
 	})
 	limitranger.Register(plugins)
 	serviceaccount.Register(plugins)

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/sqlkube/sqlkube/apiserver/registry"
 	"github.com/sqlkube/sqlkube/apiserver/scheme"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -14,9 +15,6 @@ import (
 	clientset "k8s.io/client-go/kubernetes"
 )
 
-// SystemNamespaces exist on every cluster.
-var SystemNamespaces = []string{metav1.NamespaceDefault, metav1.NamespaceSystem, metav1.NamespacePublic, corev1.NamespaceNodeLease}
-
 // Run creates what a fresh cluster has: the system namespaces, the
 // system priority classes, the default ServiceCIDR, flow control's
 // default priority levels and flow schemas and Kubernetes' bootstrap RBAC policy
@@ -24,7 +22,7 @@ var SystemNamespaces = []string{metav1.NamespaceDefault, metav1.NamespaceSystem,
 func Run(ctx context.Context, c *Cluster) error {
 	r, _ := c.Registry.Lookup(schema.GroupVersionResource{Version: "v1", Resource: "namespaces"})
 	st := c.Storages[r]
-	for _, name := range SystemNamespaces {
+	for _, name := range registry.SystemNamespaces {
 		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
 			Name: name, UID: types.UID(uuid.NewString()), CreationTimestamp: metav1.NewTime(time.Now().Truncate(time.Second)),
 		}}

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/http"
 
-	"github.com/sqlkube/sqlkube/apiserver/bootstrap"
 	"github.com/sqlkube/sqlkube/apiserver/registry"
 	"github.com/sqlkube/sqlkube/apiserver/scheme"
 	corev1 "k8s.io/api/core/v1"
@@ -33,11 +32,6 @@ import (
 //     NamespaceLifecycle admission plugin (admission.go).
 
 var namespacesGVR = corev1.SchemeGroupVersion.WithResource("namespaces")
-
-// immortalNamespaces cannot be deleted. Kubernetes' NamespaceLifecycle
-// protects default, kube-system and kube-public; kube-node-lease is
-// protected here too, since node agents' heartbeats depend on it.
-var ImmortalNamespaces = bootstrap.SystemNamespaces
 
 // isNamespaces reports whether r is core/v1 namespaces.
 func isNamespaces(r *registry.Resource) bool { return r.GVK.Group == "" && r.Plural == "namespaces" }

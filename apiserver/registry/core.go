@@ -3,6 +3,8 @@ package registry
 import (
 	"slices"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -109,3 +111,9 @@ func boolString(b bool) string {
 	}
 	return "false"
 }
+
+// SystemNamespaces exist on every cluster (bootstrap creates them) and
+// cannot be deleted: Kubernetes' NamespaceLifecycle protects default,
+// kube-system and kube-public; kube-node-lease is protected here too,
+// since node agents' heartbeats depend on it.
+var SystemNamespaces = []string{metav1.NamespaceDefault, metav1.NamespaceSystem, metav1.NamespacePublic, corev1.NamespaceNodeLease}
