@@ -167,8 +167,8 @@ func New(cfg Config) (*Server, error) {
 		cfg.Version = "v1.34.2"
 	}
 	s := &Server{cfg: cfg, API: &handlers.API{
-		Subresources: subresources.Table(),
-		Storages:     map[*registry.Resource]k8sstorage.Interface{}, Stopping: make(chan struct{}),
+		Subresources: subresources.Table(), Scale: subresources.Scale,
+		Storages: map[*registry.Resource]k8sstorage.Interface{}, Stopping: make(chan struct{}),
 		KubeletCertFile: cfg.KubeletClientCertFile, KubeletKeyFile: cfg.KubeletClientKeyFile, KubeletCAFile: cfg.KubeletCAFile,
 	}}
 	s.Registry = registry.NewRegistry(append(registry.Builtin(running{s}), crdResource())...)

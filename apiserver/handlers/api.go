@@ -18,8 +18,10 @@ import (
 // stores, what writes go through (admission, managed fields, address
 // allocation, RBAC escalation checks) and the kubelets' connections.
 type API struct {
-	// Subresources are served by their own handlers.
+	// Subresources are served by their own handlers; Scale serves the
+	// scale subresource of every resource that has one.
 	Subresources Subresources
+	Scale        func(*Request) error
 	Registry     *registry.Registry
 	Storages     map[*registry.Resource]k8sstorage.Interface
 	// stopping is closed when the server shuts down: watches end.

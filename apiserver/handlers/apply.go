@@ -100,7 +100,7 @@ func isApply(contentType string) bool {
 // (apply_fieldvalidation.go).
 func (h *Request) serverSideApply() error {
 	req := h.Echo.Request()
-	body, err := h.readBody()
+	body, err := h.ReadBody()
 	if err != nil {
 		return h.Fail(err)
 	}

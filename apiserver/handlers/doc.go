@@ -1,8 +1,8 @@
 // Package handlers serves the REST verbs (get, list, watch, create,
 // update, patch, server-side apply, delete, deletecollection) and the
-// status and scale subresources of whatever the registry holds: a
+// status subresource of whatever the registry holds: a
 // Request is one call on one resource, API what every call reads from
 // (stores, admission, managed fields, allocation). Subresources with
-// their own handlers (package subresources) plug in through
-// API.Subresources.
+// their own handlers (package subresources, scale included) plug in
+// through API.Subresources and API.Scale.
 package handlers

@@ -76,7 +76,7 @@ func hasSpec(obj runtime.Object) bool {
 }
 
 // specChanged reports whether anything but metadata and status differs.
-func specChanged(old, updated runtime.Object) bool {
+func SpecChanged(old, updated runtime.Object) bool {
 	if ou, ok := old.(*unstructured.Unstructured); ok {
 		if nu, ok := updated.(*unstructured.Unstructured); ok {
 			return !apiequality.Semantic.DeepEqual(registry.ContentWithout(ou, "metadata", "status"), registry.ContentWithout(nu, "metadata", "status"))

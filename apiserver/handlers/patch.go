@@ -67,7 +67,7 @@ func (h *Request) patch() error {
 	if isApply(req.Header.Get(echo.HeaderContentType)) {
 		return h.serverSideApply()
 	}
-	patchType, err := requestPatchType(req.Header.Get(echo.HeaderContentType))
+	patchType, err := RequestPatchType(req.Header.Get(echo.HeaderContentType))
 	if err != nil {
 		return h.Fail(err)
 	}
@@ -75,7 +75,7 @@ func (h *Request) patch() error {
 		// Custom resources have no Go type to read merge keys from.
 		return h.Fail(negotiation.NewUnsupportedMediaTypeError([]string{string(types.JSONPatchType), string(types.MergePatchType), string(types.ApplyYAMLPatchType)}))
 	}
-	body, err := h.readBody()
+	body, err := h.ReadBody()
 	if err != nil {
 		return h.Fail(err)
 	}
@@ -134,7 +134,7 @@ func (h *Request) patch() error {
 
 // requestPatchType maps a Content-Type to a supported patch type, or a 415
 // UnsupportedMediaType Status.
-func requestPatchType(contentType string) (types.PatchType, error) {
+func RequestPatchType(contentType string) (types.PatchType, error) {
 	mediaType, _, _ := strings.Cut(contentType, ";")
 	mediaType = strings.ToLower(strings.TrimSpace(mediaType))
 	if slices.Contains(patchTypes, mediaType) {

@@ -50,10 +50,7 @@ func (s *API) Serve(c echo.Context, r *registry.Resource, info *request.RequestI
 		return h.serveComputed() // componentstatuses.go
 	}
 	if info.Subresource == "scale" {
-		if r.Custom != nil {
-			return h.customScale()
-		}
-		return h.scale()
+		return s.Scale(h)
 	}
 	if served, err := h.serveSubresource(); served {
 		return err
@@ -190,7 +187,7 @@ func (h *Request) list(watching bool) error {
 
 // readBody reads the request body: 400 if it cannot be read, 413 beyond
 // maxBodyBytes.
-func (h *Request) readBody() ([]byte, error) {
+func (h *Request) ReadBody() ([]byte, error) {
 	body, err := io.ReadAll(io.LimitReader(h.Echo.Request().Body, maxBodyBytes+1))
 	if err != nil {
 		return nil, apierrors.NewBadRequest("reading the request body: " + err.Error())
@@ -206,7 +203,7 @@ func (h *Request) readBody() ([]byte, error) {
 // fieldValidation directive.
 func (h *Request) decodeBody() (runtime.Object, error) {
 	req := h.Echo.Request()
-	body, err := h.readBody()
+	body, err := h.ReadBody()
 	if err != nil {
 		return nil, err
 	}
@@ -461,7 +458,7 @@ func (h *Request) prepareChanged(existing, updated runtime.Object) (_ runtime.Ob
 	newMeta.SetDeletionGracePeriodSeconds(oldMeta.GetDeletionGracePeriodSeconds())
 	newMeta.SetGeneration(oldMeta.GetGeneration())
 	// Kubernetes' strategies move generation themselves.
-	if h.Resource.EffectiveStrategy() == nil && specChanged(existing, updated) {
+	if h.Resource.EffectiveStrategy() == nil && SpecChanged(existing, updated) {
 		newMeta.SetGeneration(oldMeta.GetGeneration() + 1)
 	}
 	if errs := validateObjectMeta(newMeta, h.Resource); len(errs) > 0 {
@@ -528,7 +525,7 @@ func (h *Request) delete() error {
 // none, from the query.
 func (h *Request) decodeDeleteOptions(opts *metav1.DeleteOptions) error {
 	req := h.Echo.Request()
-	body, err := h.readBody()
+	body, err := h.ReadBody()
 	if err != nil {
 		return err
 	}
@@ -556,4 +553,9 @@ func supportedMediaTypes() []string {
 		out = append(out, info.MediaType)
 	}
 	return out
+}
+
+func Negotiated(h *Request) runtime.SerializerInfo {
+	_, info := responses.Negotiate(h.Echo)
+	return info
 }

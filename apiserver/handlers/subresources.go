@@ -91,7 +91,7 @@ func (t Subresources) AddDiscovery(list *metav1.APIResourceList, r *registry.Res
 // decodeAs reads the request body as one of kinds (the first when the body
 // names none): 415 for an unknown media type, 400 for anything else.
 func (h *Request) DecodeAs(kinds ...schema.GroupVersionKind) (runtime.Object, error) {
-	body, err := h.readBody()
+	body, err := h.ReadBody()
 	if err != nil {
 		return nil, err
 	}

@@ -1,10 +1,11 @@
-package handlers
+package subresources
 
 import (
 	"fmt"
 	"net/http"
 	"strings"
 
+	"github.com/sqlkube/sqlkube/apiserver/handlers"
 	"github.com/sqlkube/sqlkube/apiserver/responses"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -21,19 +22,19 @@ import (
 // written to specReplicasPath, status.replicas read from
 // statusReplicasPath (0 when absent), status.selector from
 // labelSelectorPath (a string in selector syntax, empty when unset).
-func (h *Request) customScale() error {
-	body, patchType, done, err := h.scaleRequest(h.customScaleOf)
+func customScale(h *handlers.Request) error {
+	body, patchType, done, err := scaleRequest(h, func(obj runtime.Object) (*autoscalingv1.Scale, error) { return customScaleOf(h, obj) })
 	if done {
 		return err
 	}
 	specPath := scalePath(h.Resource.Custom.Scale.SpecReplicasPath)
 	out := h.Resource.New()
 	err = h.Store.GuaranteedUpdate(h.Ctx, h.Key(), out, false, nil, func(existing runtime.Object, _ k8sstorage.ResponseMeta) (runtime.Object, *uint64, error) {
-		cur, err := h.customScaleOf(existing)
+		cur, err := customScaleOf(h, existing)
 		if err != nil {
 			return nil, nil, err
 		}
-		want, err := h.wantedScale(cur, body, patchType)
+		want, err := wantedScale(h, cur, body, patchType)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -50,7 +51,7 @@ func (h *Request) customScale() error {
 		if err := h.Resource.Admit(h.Ctx, updated, existing); err != nil {
 			return nil, nil, err
 		}
-		if specChanged(existing, updated) {
+		if handlers.SpecChanged(existing, updated) {
 			updated.SetGeneration(updated.GetGeneration() + 1)
 		}
 		return updated, nil, nil
@@ -58,15 +59,15 @@ func (h *Request) customScale() error {
 	if err != nil {
 		return h.Fail(storeerr.InterpretUpdateError(err, h.Resource.GroupResource(), h.Info.Name))
 	}
-	sc, err := h.customScaleOf(out)
+	sc, err := customScaleOf(h, out)
 	if err != nil {
 		return h.Fail(err)
 	}
-	return responses.Encode(h.Echo, http.StatusOK, sc, autoscalingGV, Negotiated(h))
+	return responses.Encode(h.Echo, http.StatusOK, sc, autoscalingGV, handlers.Negotiated(h))
 }
 
 // customScaleOf reads a custom resource's Scale.
-func (h *Request) customScaleOf(obj runtime.Object) (*autoscalingv1.Scale, error) {
+func customScaleOf(h *handlers.Request, obj runtime.Object) (*autoscalingv1.Scale, error) {
 	u, ok := obj.(*unstructured.Unstructured)
 	if !ok {
 		return nil, apierrors.NewInternalError(fmt.Errorf("custom resource is a %T", obj))

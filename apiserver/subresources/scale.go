@@ -1,4 +1,4 @@
-package handlers
+package subresources
 
 import (
 	"encoding/json"
@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"reflect"
 
+	"github.com/sqlkube/sqlkube/apiserver/handlers"
 	"github.com/sqlkube/sqlkube/apiserver/responses"
 	"github.com/sqlkube/sqlkube/apiserver/scheme"
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
@@ -26,8 +27,17 @@ var autoscalingGV = autoscalingv1.SchemeGroupVersion
 // scale serves the scale subresource (autoscaling/v1 Scale) of workloads
 // with spec.replicas: GET reads it, PUT and PATCH set spec.replicas (a
 // Scale carrying a stale resourceVersion conflicts).
-func (h *Request) scale() error {
-	body, patchType, done, err := h.scaleRequest(scaleOf)
+// Scale serves the scale subresource: a custom resource's through its
+// CRD's scale paths, a workload's through spec.replicas.
+func Scale(h *handlers.Request) error {
+	if h.Resource.Custom != nil {
+		return customScale(h)
+	}
+	return scale(h)
+}
+
+func scale(h *handlers.Request) error {
+	body, patchType, done, err := scaleRequest(h, scaleOf)
 	if done {
 		return err
 	}
@@ -37,7 +47,7 @@ func (h *Request) scale() error {
 		if err != nil {
 			return nil, nil, err
 		}
-		want, err := h.wantedScale(cur, body, patchType)
+		want, err := wantedScale(h, cur, body, patchType)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -51,7 +61,7 @@ func (h *Request) scale() error {
 		replicas := want.Spec.Replicas
 		reflect.ValueOf(updated).Elem().FieldByName("Spec").FieldByName("Replicas").Set(reflect.ValueOf(&replicas))
 		m, _ := meta.Accessor(updated)
-		if specChanged(existing, updated) {
+		if handlers.SpecChanged(existing, updated) {
 			m.SetGeneration(m.GetGeneration() + 1)
 		}
 		return updated, nil, nil
@@ -63,11 +73,11 @@ func (h *Request) scale() error {
 	if err != nil {
 		return h.Fail(err)
 	}
-	return responses.Encode(h.Echo, http.StatusOK, sc, autoscalingGV, Negotiated(h))
+	return responses.Encode(h.Echo, http.StatusOK, sc, autoscalingGV, handlers.Negotiated(h))
 }
 
 // wantedScale is the Scale a PUT body states, or the current one patched.
-func (h *Request) wantedScale(cur *autoscalingv1.Scale, body []byte, patchType types.PatchType) (*autoscalingv1.Scale, error) {
+func wantedScale(h *handlers.Request, cur *autoscalingv1.Scale, body []byte, patchType types.PatchType) (*autoscalingv1.Scale, error) {
 	if patchType == "" {
 		want := &autoscalingv1.Scale{}
 		if err := runtime.DecodeInto(scheme.Codecs.UniversalDecoder(autoscalingGV), body, want); err != nil {
@@ -149,16 +159,11 @@ func scaleOf(obj runtime.Object) (*autoscalingv1.Scale, error) {
 	return sc, nil
 }
 
-func Negotiated(h *Request) runtime.SerializerInfo {
-	_, info := responses.Negotiate(h.Echo)
-	return info
-}
-
 // scaleRequest serves GET of a scale subresource (the Scale scaleOf makes
 // of the object) and refuses verbs other than update and patch (done is
 // then true and err what the handler returns); for update and patch it
 // returns the body and, for patch, its type.
-func (h *Request) scaleRequest(scaleOf func(runtime.Object) (*autoscalingv1.Scale, error)) (body []byte, patchType types.PatchType, done bool, err error) {
+func scaleRequest(h *handlers.Request, scaleOf func(runtime.Object) (*autoscalingv1.Scale, error)) (body []byte, patchType types.PatchType, done bool, err error) {
 	switch h.Info.Verb {
 	case "get":
 		obj := h.Resource.New()
@@ -169,16 +174,16 @@ func (h *Request) scaleRequest(scaleOf func(runtime.Object) (*autoscalingv1.Scal
 		if err != nil {
 			return nil, "", true, h.Fail(err)
 		}
-		return nil, "", true, responses.Encode(h.Echo, http.StatusOK, sc, autoscalingGV, Negotiated(h))
+		return nil, "", true, responses.Encode(h.Echo, http.StatusOK, sc, autoscalingGV, handlers.Negotiated(h))
 	case "update", "patch":
 	default:
 		return nil, "", true, h.Fail(apierrors.NewMethodNotSupported(h.Resource.GroupResource(), h.Info.Verb))
 	}
-	if body, err = h.readBody(); err != nil {
+	if body, err = h.ReadBody(); err != nil {
 		return nil, "", true, h.Fail(err)
 	}
 	if h.Info.Verb == "patch" {
-		if patchType, err = requestPatchType(h.Echo.Request().Header.Get("Content-Type")); err != nil {
+		if patchType, err = handlers.RequestPatchType(h.Echo.Request().Header.Get("Content-Type")); err != nil {
 			return nil, "", true, h.Fail(err)
 		}
 	}
