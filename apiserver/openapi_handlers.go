@@ -83,7 +83,7 @@ func (s *Server) openAPIV3Doc(c echo.Context) error {
 	path := strings.TrimPrefix(c.Request().URL.Path, "/openapi/v3/")
 	if a := s.aggregator.Load(); a != nil {
 		if svc, ok := a.RemoteAPIService("/" + path); ok {
-			return a.ServeOpenAPIV3(c, svc, path) // aggregator_openapi.go
+			return a.ServeOpenAPIV3(c, svc, path) // aggregator/openapi.go
 		}
 	}
 	docs, err := s.openAPIDocs()

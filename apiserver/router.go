@@ -22,7 +22,7 @@ func (s *Server) serveResource(c echo.Context) error {
 	}
 	if a := s.aggregator.Load(); a != nil {
 		if svc, ok := a.RemoteAPIService(c.Request().URL.Path); ok {
-			return a.Serve(c, svc) // aggregator.go
+			return a.Serve(c, svc) // aggregator/aggregator.go
 		}
 	}
 	if !info.IsResourceRequest {

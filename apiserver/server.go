@@ -113,7 +113,7 @@ type Config struct {
 	// common name is one of RequestHeaderAllowedNames; ClientCAFile signs
 	// users' client certificates. They are published in
 	// kube-system/extension-apiserver-authentication, where aggregated
-	// servers learn whom to trust (aggregator_trust.go); empty: not
+	// servers learn whom to trust (aggregator/trust.go); empty: not
 	// published.
 	RequestHeaderCAFile, ClientCAFile string
 	RequestHeaderAllowedNames         []string
@@ -147,7 +147,7 @@ type Server struct {
 	// crds serves the resources CustomResourceDefinitions define
 	// (crd_controller.go).
 	crds *crdController
-	// aggregator proxies aggregated APIs (aggregator.go); nil until
+	// aggregator proxies aggregated APIs (package aggregator); nil until
 	// started, which requests over the loopback may overtake.
 	aggregator atomic.Pointer[aggregator.Aggregator]
 	// discovery serves the discovery documents.

@@ -20,7 +20,7 @@ import (
 )
 
 // Discovery serves the discovery documents: /version, /api, /apis (also
-// aggregated, discovery_aggregated.go) and each group-version's resource
+// aggregated, aggregated.go) and each group-version's resource
 // list, for the resources the registry holds and the groups aggregated
 // API servers add.
 type Discovery struct {
@@ -76,7 +76,7 @@ func (d *Discovery) ServeVersion(c echo.Context) error {
 // Accept for apidiscovery.k8s.io the aggregated core discovery.
 func (d *Discovery) ServeVersions(c echo.Context) error {
 	if v := aggregatedDiscoveryVersion(c.Request().Header.Get(echo.HeaderAccept)); v != "" {
-		return d.serveAggregatedDiscovery(c, v, true) // discovery_aggregated.go
+		return d.serveAggregatedDiscovery(c, v, true) // aggregated.go
 	}
 	return responses.Object(c, http.StatusOK, &metav1.APIVersions{
 		Versions:                   []string{"v1"},

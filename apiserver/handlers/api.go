@@ -44,7 +44,7 @@ type API struct {
 	Admission        admission.Interface
 	AdmissionObjects admission.ObjectInterfaces
 	NodeRestriction  *NodeRestriction
-	// kubelets reach nodes' kubelets (kubeletproxy.go), made at first use
+	// kubelets reach nodes' kubelets (kubelets.go), made at first use
 	// with the server's client certificate and the kubelets' CA.
 	kubeletOnce                                    sync.Once
 	kubelets                                       kubeletclient.ConnectionInfoGetter

@@ -87,7 +87,7 @@ type Request struct {
 	// applying: managedFields are set by server-side apply, not tracked
 	// as an update.
 	applying bool
-	// adm is what admission is told of a write (admission_handler.go).
+	// adm is what admission is told of a write (admission.go).
 	adm admissionRequest
 }
 

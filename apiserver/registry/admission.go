@@ -24,7 +24,7 @@ import (
 // configurations and validating admission policies with their bindings
 // (stored and served; sqlkube does not call webhooks or run policies
 // yet), apiregistration.k8s.io/v1's APIServices (served; the aggregator
-// proxies them, aggregator.go) and flowcontrol.apiserver.k8s.io/v1's
+// proxies them, package aggregator) and flowcontrol.apiserver.k8s.io/v1's
 // flow schemas and priority levels (served and defaulted; requests are
 // limited by the in-flight limits, not by them).
 func admissionResources(run Running) []*Resource {

@@ -60,13 +60,13 @@ type Resource struct {
 	// customresourcecleanup.apiextensions.k8s.io for CRDs).
 	DeletionFinalizer string
 	// Custom is set on the resources a CustomResourceDefinition defines
-	// (customresource.go): unstructured objects with their own storage,
+	// (custom.go): unstructured objects with their own storage,
 	// schema, table columns and scale paths.
 	Custom *CustomResource
 	// CreateOnly, when set, makes the resource virtual: nothing is stored
 	// (no storage, no watch cache, NewList may be nil), create is its only
 	// verb and the REST handler this function makes answers it (the
-	// access reviews, resources_reviews.go); any other verb is 405.
+	// access reviews, reviews.go); any other verb is 405.
 	CreateOnly func() rest.Creater
 	// Computed, when set, also makes the resource virtual: get and list
 	// (its only verbs, as discovery says) answer with the list this

@@ -14,7 +14,7 @@ func Table() handlers.Subresources {
 		{Resource: "pods"}: {
 			{Name: "binding", Kind: "Binding", Verbs: metav1.Verbs{"create"}, Serve: bind},
 			{Name: "eviction", Kind: "Eviction", GroupVersion: schema.GroupVersion{Group: "policy", Version: "v1"}, Verbs: metav1.Verbs{"create"}, Serve: evict},
-			// kubeletproxy.go: served by the pod's kubelet.
+			// kubelet.go: served by the pod's kubelet.
 			{Name: "attach", Kind: "PodAttachOptions", Verbs: metav1.Verbs{"create", "get"}, Serve: podAttach},
 			{Name: "exec", Kind: "PodExecOptions", Verbs: metav1.Verbs{"create", "get"}, Serve: podExec},
 			{Name: "log", Kind: "Pod", Verbs: metav1.Verbs{"get"}, Serve: podLog},
