@@ -66,7 +66,7 @@ type Resource struct {
 	// CreateOnly, when set, makes the resource virtual: nothing is stored
 	// (no storage, no watch cache, NewList may be nil), create is its only
 	// verb and the REST handler this function makes answers it (the
-	// access reviews, reviews.go); any other verb is 405.
+	// access reviews, virtual.go); any other verb is 405.
 	CreateOnly func() rest.Creater
 	// Computed, when set, also makes the resource virtual: get and list
 	// (its only verbs, as discovery says) answer with the list this

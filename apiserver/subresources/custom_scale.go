@@ -2,19 +2,15 @@ package subresources
 
 import (
 	"fmt"
-	"net/http"
 	"strings"
 
 	"github.com/sqlkube/sqlkube/apiserver/handlers"
-	"github.com/sqlkube/sqlkube/apiserver/responses"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	k8sstorage "k8s.io/apiserver/pkg/storage"
-	storeerr "k8s.io/apiserver/pkg/storage/errors"
 )
 
 // customScale serves a custom resource's scale subresource (autoscaling/v1
@@ -23,47 +19,18 @@ import (
 // statusReplicasPath (0 when absent), status.selector from
 // labelSelectorPath (a string in selector syntax, empty when unset).
 func customScale(h *handlers.Request) error {
-	body, patchType, done, err := scaleRequest(h, func(obj runtime.Object) (*autoscalingv1.Scale, error) { return customScaleOf(h, obj) })
-	if done {
-		return err
-	}
 	specPath := scalePath(h.Resource.Custom.Scale.SpecReplicasPath)
-	out := h.Resource.New()
-	err = h.Store.GuaranteedUpdate(h.Ctx, h.Key(), out, false, nil, func(existing runtime.Object, _ k8sstorage.ResponseMeta) (runtime.Object, *uint64, error) {
-		cur, err := customScaleOf(h, existing)
-		if err != nil {
-			return nil, nil, err
-		}
-		want, err := wantedScale(h, cur, body, patchType)
-		if err != nil {
-			return nil, nil, err
-		}
-		if want.ResourceVersion != "" && want.ResourceVersion != cur.ResourceVersion {
-			return nil, nil, apierrors.NewConflict(h.Resource.GroupResource(), h.Info.Name, fmt.Errorf("the object has been modified; please apply your changes to the latest version and try again"))
-		}
-		if want.Spec.Replicas < 0 {
-			return nil, nil, apierrors.NewBadRequest("spec.replicas must not be negative")
-		}
+	scaleOf := func(obj runtime.Object) (*autoscalingv1.Scale, error) { return customScaleOf(h, obj) }
+	return updateScale(h, scaleOf, func(existing runtime.Object, replicas int32) (runtime.Object, error) {
 		updated := existing.DeepCopyObject().(*unstructured.Unstructured)
-		if err := unstructured.SetNestedField(updated.Object, int64(want.Spec.Replicas), specPath...); err != nil {
-			return nil, nil, apierrors.NewBadRequest(err.Error())
+		if err := unstructured.SetNestedField(updated.Object, int64(replicas), specPath...); err != nil {
+			return nil, apierrors.NewBadRequest(err.Error())
 		}
 		if err := h.Resource.Admit(h.Ctx, updated, existing); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
-		if handlers.SpecChanged(existing, updated) {
-			updated.SetGeneration(updated.GetGeneration() + 1)
-		}
-		return updated, nil, nil
-	}, nil)
-	if err != nil {
-		return h.Fail(storeerr.InterpretUpdateError(err, h.Resource.GroupResource(), h.Info.Name))
-	}
-	sc, err := customScaleOf(h, out)
-	if err != nil {
-		return h.Fail(err)
-	}
-	return responses.Encode(h.Echo, http.StatusOK, sc, autoscalingGV, handlers.Negotiated(h))
+		return updated, nil
+	})
 }
 
 // customScaleOf reads a custom resource's Scale.

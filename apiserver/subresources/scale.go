@@ -24,9 +24,6 @@ import (
 
 var autoscalingGV = autoscalingv1.SchemeGroupVersion
 
-// scale serves the scale subresource (autoscaling/v1 Scale) of workloads
-// with spec.replicas: GET reads it, PUT and PATCH set spec.replicas (a
-// Scale carrying a stale resourceVersion conflicts).
 // Scale serves the scale subresource: a custom resource's through its
 // CRD's scale paths, a workload's through spec.replicas.
 func Scale(h *handlers.Request) error {
@@ -36,7 +33,24 @@ func Scale(h *handlers.Request) error {
 	return scale(h)
 }
 
+// scale serves the scale subresource (autoscaling/v1 Scale) of workloads
+// with spec.replicas: GET reads it, PUT and PATCH set spec.replicas (a
+// Scale carrying a stale resourceVersion conflicts).
 func scale(h *handlers.Request) error {
+	return updateScale(h, scaleOf, func(existing runtime.Object, replicas int32) (runtime.Object, error) {
+		updated := existing.DeepCopyObject()
+		reflect.ValueOf(updated).Elem().FieldByName("Spec").FieldByName("Replicas").Set(reflect.ValueOf(&replicas))
+		return updated, nil
+	})
+}
+
+// updateScale serves a scale subresource over scaleOf, which reads an
+// object's Scale: GET answers it; PUT and PATCH check the wanted Scale
+// against the stored object's (a stale resourceVersion is 409, negative
+// replicas 400), have setReplicas write spec.replicas into a copy, bump
+// the generation when the spec changed, and answer the new Scale.
+func updateScale(h *handlers.Request, scaleOf func(runtime.Object) (*autoscalingv1.Scale, error),
+	setReplicas func(existing runtime.Object, replicas int32) (runtime.Object, error)) error {
 	body, patchType, done, err := scaleRequest(h, scaleOf)
 	if done {
 		return err
@@ -57,11 +71,12 @@ func scale(h *handlers.Request) error {
 		if want.Spec.Replicas < 0 {
 			return nil, nil, apierrors.NewBadRequest("spec.replicas must not be negative")
 		}
-		updated := existing.DeepCopyObject()
-		replicas := want.Spec.Replicas
-		reflect.ValueOf(updated).Elem().FieldByName("Spec").FieldByName("Replicas").Set(reflect.ValueOf(&replicas))
-		m, _ := meta.Accessor(updated)
+		updated, err := setReplicas(existing, want.Spec.Replicas)
+		if err != nil {
+			return nil, nil, err
+		}
 		if handlers.SpecChanged(existing, updated) {
+			m, _ := meta.Accessor(updated)
 			m.SetGeneration(m.GetGeneration() + 1)
 		}
 		return updated, nil, nil

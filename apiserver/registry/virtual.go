@@ -1,13 +1,16 @@
 package registry
 
+// The virtual resources: nothing of them is stored.
+
 import (
+	"context"
+
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/registry/rest"
-	_ "k8s.io/kubernetes/pkg/apis/authentication/install"
-	_ "k8s.io/kubernetes/pkg/apis/authorization/install"
 	"k8s.io/kubernetes/pkg/registry/authentication/selfsubjectreview"
 	"k8s.io/kubernetes/pkg/registry/authentication/tokenreview"
 	"k8s.io/kubernetes/pkg/registry/authorization/localsubjectaccessreview"
@@ -50,5 +53,19 @@ func reviewResources(run Running) []*Resource {
 		review(authn.WithKind("TokenReview"), "tokenreviews", false,
 			func() runtime.Object { return &authenticationv1.TokenReview{} },
 			func() rest.Creater { return tokenreview.NewREST(run.TokenReviewer(), run.APIAudiences()) }),
+	}
+}
+
+// componentStatusesResource is core/v1's componentstatuses (deprecated
+// upstream, still served): computed at each request, never stored.
+// kube-apiserver probes the scheduler, the controller manager and each
+// etcd server; sqlkube's controllers run in-process or elsewhere, so the
+// list holds its storage only, as etcd-0.
+func componentStatusesResource(run Running) *Resource {
+	return &Resource{
+		GVK: corev1.SchemeGroupVersion.WithKind("ComponentStatus"), Plural: "componentstatuses", Singular: "componentstatus",
+		ShortNames: []string{"cs"},
+		New:        func() runtime.Object { return &corev1.ComponentStatus{} }, NewList: func() runtime.Object { return &corev1.ComponentStatusList{} },
+		Computed: func(ctx context.Context) (runtime.Object, error) { return run.ComponentStatuses(ctx), nil },
 	}
 }
