@@ -56,12 +56,12 @@ type servedCRD struct {
 // startCRDs starts the CRD controller; Close stops it and the custom
 // resources' storage.
 func (s *Server) startCRDs() error {
-	r, ok := s.Registry.Lookup(crdGVK.GroupVersion().WithResource("customresourcedefinitions"))
+	r, ok := s.api.Registry.Lookup(crdGVK.GroupVersion().WithResource("customresourcedefinitions"))
 	if !ok {
 		return errors.New("customresourcedefinitions are not registered")
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &crdController{s: s, r: r, st: s.Storages[r], served: map[string]*servedCRD{}, cancel: cancel, done: make(chan struct{})}
+	c := &crdController{s: s, r: r, st: s.api.Storages[r], served: map[string]*servedCRD{}, cancel: cancel, done: make(chan struct{})}
 	s.crds = c
 	go c.run(ctx)
 	s.stops = append(s.stops, c.stop)
@@ -253,11 +253,11 @@ func (c *crdController) serve(crd *apiextensionsv1.CustomResourceDefinition) err
 	}
 	prev := c.served[crd.Name]
 	for _, r := range next.resources {
-		c.s.Registry.Add(r)
+		c.s.api.Registry.Add(r)
 	}
 	if prev != nil {
 		for _, r := range prev.resources {
-			c.s.Registry.Remove(r) // a version no longer served, or already replaced
+			c.s.api.Registry.Remove(r) // a version no longer served, or already replaced
 		}
 		for _, stop := range prev.stops {
 			stop()
@@ -275,7 +275,7 @@ func (c *crdController) unserveLocked(name string) {
 		return
 	}
 	for _, r := range prev.resources {
-		c.s.Registry.Remove(r)
+		c.s.api.Registry.Remove(r)
 	}
 	for _, stop := range prev.stops {
 		stop()

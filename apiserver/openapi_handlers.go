@@ -17,7 +17,7 @@ import (
 // newOpenAPI builds the OpenAPI documents of the served resources.
 func (s *Server) newOpenAPI() (*openapi.Builder, error) {
 	var resources []openapi.Resource
-	for _, r := range s.Registry.Resources() {
+	for _, r := range s.api.Registry.Resources() {
 		res := openapi.Resource{
 			GVK: r.GVK, ListKind: r.GVK.Kind + "List", Plural: r.Plural, Namespaced: r.Namespaced,
 			Verbs: handlers.RESTVerbs, Object: r.New(),

@@ -32,9 +32,9 @@ func (s *Server) serveResource(c echo.Context) error {
 	if subresources.IsLegacyBindings(gvr) && info.Name == "" && info.Subresource == "" {
 		gvr.Resource, info.Resource, info.Subresource = "pods", "pods", "binding" // served as pods/NAME/binding
 	}
-	r, ok := s.Registry.Lookup(gvr)
+	r, ok := s.api.Registry.Lookup(gvr)
 	if ok && info.Subresource != "" {
-		_, ok = s.Subresources.Lookup(r, info.Subresource)
+		_, ok = s.api.Subresources.Lookup(r, info.Subresource)
 		ok = ok || (info.Subresource == "status" && r.Status) || (info.Subresource == "scale" && r.Scale) || (info.Subresource == "approval" && r.Approval)
 	}
 	if !ok {
@@ -50,5 +50,5 @@ func (s *Server) serveResource(c echo.Context) error {
 	if r.Namespaced && info.Namespace == "" && info.Name != "" && info.Verb != "list" && info.Verb != "watch" {
 		return responses.Status(c, apierrors.NewBadRequest("a namespace is required for "+r.Plural))
 	}
-	return s.API.Serve(c, r, info)
+	return s.api.Serve(c, r, info)
 }

@@ -121,8 +121,8 @@ type Config struct {
 
 // Server serves the Kubernetes API.
 type Server struct {
-	// API is what the REST handlers serve from.
-	*handlers.API
+	// api is what the REST handlers serve from.
+	api *handlers.API
 	cfg       Config
 	echo      *echo.Echo
 	stops     []func()
@@ -166,13 +166,13 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Version == "" {
 		cfg.Version = "v1.34.2"
 	}
-	s := &Server{cfg: cfg, API: &handlers.API{
+	s := &Server{cfg: cfg, api: &handlers.API{
 		Subresources: subresources.Table(), Scale: subresources.Scale,
 		Storages: map[*registry.Resource]k8sstorage.Interface{}, Stopping: make(chan struct{}),
 		KubeletCertFile: cfg.KubeletClientCertFile, KubeletKeyFile: cfg.KubeletClientKeyFile, KubeletCAFile: cfg.KubeletCAFile,
 	}}
-	s.Registry = registry.NewRegistry(append(registry.Builtin(running{s}), crdResource())...)
-	s.AdmissionObjects = admission.NewObjectInterfaces(s.Registry.Resources())
+	s.api.Registry = registry.NewRegistry(append(registry.Builtin(running{s}), crdResource())...)
+	s.api.AdmissionObjects = admission.NewObjectInterfaces(s.api.Registry.Resources())
 	if cfg.ServiceClusterIPRange == "" {
 		cfg.ServiceClusterIPRange = DefaultServiceClusterIPRange
 	}
@@ -180,16 +180,16 @@ func New(cfg Config) (*Server, error) {
 		cfg.ServiceNodePortRange = DefaultServiceNodePortRange
 	}
 	var err error
-	if s.ClusterIPs, err = allocator.NewClusterIPs(cfg.Client.Client, cfg.ServiceClusterIPRange); err != nil {
+	if s.api.ClusterIPs, err = allocator.NewClusterIPs(cfg.Client.Client, cfg.ServiceClusterIPRange); err != nil {
 		return nil, fmt.Errorf("apiserver: %w", err)
 	}
-	if s.NodePorts, err = allocator.NewNodePorts(cfg.Client.Client, cfg.ServiceNodePortRange); err != nil {
+	if s.api.NodePorts, err = allocator.NewNodePorts(cfg.Client.Client, cfg.ServiceNodePortRange); err != nil {
 		return nil, fmt.Errorf("apiserver: %w", err)
 	}
 	s.cfg = cfg
 	s.compactor = sqlstorage.NewCompactor(cfg.Client, 0)
 	s.stops = append(s.stops, s.compactor.Stop)
-	for _, r := range s.Registry.Resources() {
+	for _, r := range s.api.Registry.Resources() {
 		if r.Virtual() {
 			continue // virtual: nothing stored
 		}
@@ -198,17 +198,17 @@ func New(cfg Config) (*Server, error) {
 			s.Close()
 			return nil, err
 		}
-		s.Storages[r] = st
+		s.api.Storages[r] = st
 	}
 	if s.openapi, err = s.newOpenAPI(); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("apiserver: openapi: %w", err)
 	}
-	if s.FieldManagers, err = handlers.NewFieldManagers(s.openapi.Definitions()); err != nil {
+	if s.api.FieldManagers, err = handlers.NewFieldManagers(s.openapi.Definitions()); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("apiserver: managed fields: %w", err)
 	}
-	s.discovery = &discovery.Discovery{Registry: s.Registry, Subresources: s.Subresources, Version: cfg.Version, Remote: func() discovery.Remote {
+	s.discovery = &discovery.Discovery{Registry: s.api.Registry, Subresources: s.api.Subresources, Version: cfg.Version, Remote: func() discovery.Remote {
 		if a := s.aggregator.Load(); a != nil {
 			return a
 		}
@@ -242,10 +242,10 @@ func (s *Server) startAuth() error {
 	}
 	s.client = client
 	s.informers = informers.NewSharedInformerFactory(client, 0)
-	if s.Authz, err = authz.New(s.cfg.AuthorizationMode, s.informers); err != nil {
+	if s.api.Authz, err = authz.New(s.cfg.AuthorizationMode, s.informers); err != nil {
 		return err
 	}
-	if s.NodeRestriction, err = handlers.NewNodeRestriction(s.informers, s.Authz); err != nil {
+	if s.api.NodeRestriction, err = handlers.NewNodeRestriction(s.informers, s.api.Authz); err != nil {
 		return err
 	}
 	// Static and bootstrap tokens are good for the API's own audiences
@@ -259,10 +259,10 @@ func (s *Server) startAuth() error {
 		tokens = append(tokens, authenticator.WrapAudienceAgnosticToken(s.apiAudiences(), st))
 	}
 	if s.cfg.ServiceAccountKey != nil {
-		if s.ServiceAccounts, err = authn.NewServiceAccounts(s.cfg.ServiceAccountKey, s.cfg.ServiceAccountIssuer, s.cfg.ServiceAccountTokenCacheTTL, client); err != nil {
+		if s.api.ServiceAccounts, err = authn.NewServiceAccounts(s.cfg.ServiceAccountKey, s.cfg.ServiceAccountIssuer, s.cfg.ServiceAccountTokenCacheTTL, client); err != nil {
 			return fmt.Errorf("apiserver: %w", err)
 		}
-		tokens = append(tokens, s.ServiceAccounts.Tokens)
+		tokens = append(tokens, s.api.ServiceAccounts.Tokens)
 	}
 	if s.cfg.Authenticate {
 		bootstrap, stop, ready := authn.StartBootstrapTokens(client)
@@ -273,8 +273,8 @@ func (s *Server) startAuth() error {
 	s.tokenReviewer = authn.NewTokenReviewer(tokens...)
 	stop := make(chan struct{})
 	// Admission's informers are requested before the factory starts.
-	if s.Admission, err = admission.NewChain(admission.ChainOptions{
-		Client: client, Loopback: s.loopback, Informers: s.informers, Authorizer: s.Authz, Disabled: s.cfg.DisableAdmissionPlugins,
+	if s.api.Admission, err = admission.NewChain(admission.ChainOptions{
+		Client: client, Loopback: s.loopback, Informers: s.informers, Authorizer: s.api.Authz, Disabled: s.cfg.DisableAdmissionPlugins,
 	}, stop); err != nil {
 		close(stop)
 		return err
@@ -324,11 +324,11 @@ func (s *Server) apiAudiences() authenticator.Audiences {
 // (Running).
 type running struct{ s *Server }
 
-func (r running) Authorizer() *authz.Authorizer         { return r.s.Authz }
+func (r running) Authorizer() *authz.Authorizer         { return r.s.api.Authz }
 func (r running) Client() clientset.Interface           { return r.s.client }
 func (r running) TokenReviewer() authenticator.Request  { return r.s.tokenReviewer }
 func (r running) APIAudiences() authenticator.Audiences { return r.s.apiAudiences() }
-func (r running) Resources() []*registry.Resource       { return r.s.Registry.Resources() }
+func (r running) Resources() []*registry.Resource       { return r.s.api.Registry.Resources() }
 func (r running) ComponentStatuses(ctx context.Context) *corev1.ComponentStatusList {
 	return r.s.componentStatuses(ctx)
 }
@@ -416,7 +416,7 @@ func (s *Server) openStorage(r *registry.Resource) (st k8sstorage.Interface, sto
 func (s *Server) cluster() *bootstrap.Cluster {
 	return &bootstrap.Cluster{
 		Etcd: s.cfg.Client.Client, Logger: s.cfg.Logger, ServiceClusterIPRange: s.cfg.ServiceClusterIPRange,
-		ClusterIPs: s.ClusterIPs, Registry: s.Registry, Storages: s.Storages, Loopback: s.loopback,
+		ClusterIPs: s.api.ClusterIPs, Registry: s.api.Registry, Storages: s.api.Storages, Loopback: s.loopback,
 	}
 }
 
@@ -438,7 +438,7 @@ func (s *Server) Handler() http.Handler { return s.echo }
 // StopWatches ends every open watch (clients watch again elsewhere or
 // after a restart); call it before shutting the HTTP server down, which
 // waits for requests to finish.
-func (s *Server) StopWatches() { s.stopOnce.Do(func() { close(s.Stopping) }) }
+func (s *Server) StopWatches() { s.stopOnce.Do(func() { close(s.api.Stopping) }) }
 
 // Close stops the watch caches and stores (open watches end).
 func (s *Server) Close() {
@@ -462,10 +462,10 @@ func (s *Server) routes() *echo.Echo {
 		return s.authn.AuthenticateRequest(req)
 	})
 	authorize := authorizer.AuthorizerFunc(func(ctx context.Context, a authorizer.Attributes) (authorizer.Decision, string, error) {
-		if s.Authz == nil {
+		if s.api.Authz == nil {
 			return authorizer.DecisionNoOpinion, "authorizer not started", nil
 		}
-		return s.Authz.Authorize(ctx, a)
+		return s.api.Authz.Authorize(ctx, a)
 	})
 	e.Use(filters.RequestInfo, filters.Timeout, filters.Authentication(authn, s.cfg.Authenticate))
 	if s.cfg.Audit != nil {
