@@ -122,7 +122,7 @@ type Config struct {
 // Server serves the Kubernetes API.
 type Server struct {
 	// api is what the REST handlers serve from.
-	api *handlers.API
+	api       *handlers.API
 	cfg       Config
 	echo      *echo.Echo
 	stops     []func()
