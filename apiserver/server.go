@@ -90,7 +90,7 @@ type Config struct {
 	Transformers value.ResourceTransformers
 	// MaxRequestsInflight and MaxMutatingRequestsInflight bound the
 	// read-only and mutating requests served at once (429 beyond; see
-	// inflightLimiter); 0: no limit. kube-apiserver's defaults are
+	// filters.InflightLimiter); 0: no limit. kube-apiserver's defaults are
 	// DefaultMaxRequestsInflight and DefaultMaxMutatingRequestsInflight.
 	MaxRequestsInflight, MaxMutatingRequestsInflight int
 	// Audit writes the audit log (NewAuditor); nil: none.

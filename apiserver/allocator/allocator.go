@@ -120,6 +120,7 @@ func (r *Reservations) staticBand() int64 {
 	return band
 }
 
+// Release frees v (deletes its key).
 func (r *Reservations) Release(ctx context.Context, v string) error {
 	_, err := r.client.Delete(ctx, r.Key(v))
 	return err

@@ -27,18 +27,19 @@ var LongRunningSubresources = sets.New("attach", "exec", "proxy", "log", "portfo
 // readOnlyVerbs share the read-only budget; every other verb is mutating.
 var readOnlyVerbs = sets.New("get", "list", "watch")
 
-// inflightLimiter bounds the requests served at once, read-only and
+// InflightLimiter bounds the requests served at once, read-only and
 // mutating apart, like kube-apiserver's max-in-flight filter: a request
 // over its budget is answered at once with 429 TooManyRequests and
 // Retry-After: 1. Watches and the long-running subresources are not
-// counted, nor are health probes (PublicPaths) and requests of system:masters (the admin, and the
-// loopback identity of the server's own controllers), which are never
-// limited. A budget of 0 or less means no limit.
+// counted, nor are health probes (PublicPaths) and requests of
+// system:masters (the admin, and the loopback identity of the server's
+// own controllers), which are never limited. A budget of 0 or less means
+// no limit.
 //
 // Fairness: one user (by name; all unauthenticated callers are one) may
 // hold at most half of a budget (at least one slot), so a single busy
 // client cannot lock the others out.
-type inflightLimiter struct {
+type InflightLimiter struct {
 	readOnly, mutating chan struct{} // nil: unlimited
 	mu                 sync.Mutex    // guards held
 	held               map[heldKey]int
@@ -50,8 +51,10 @@ type heldKey struct {
 	mutating bool
 }
 
-func NewInflightLimiter(readOnly, mutating int) *inflightLimiter {
-	l := &inflightLimiter{held: map[heldKey]int{}}
+// NewInflightLimiter limits read-only and mutating requests to these
+// budgets.
+func NewInflightLimiter(readOnly, mutating int) *InflightLimiter {
+	l := &InflightLimiter{held: map[heldKey]int{}}
 	if readOnly > 0 {
 		l.readOnly = make(chan struct{}, readOnly)
 	}
@@ -62,7 +65,7 @@ func NewInflightLimiter(readOnly, mutating int) *inflightLimiter {
 }
 
 // Middleware runs after Authentication (the user is in the context).
-func (l *inflightLimiter) Middleware(next echo.HandlerFunc) echo.HandlerFunc {
+func (l *InflightLimiter) Middleware(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		if l.readOnly == nil && l.mutating == nil {
 			return next(c)
@@ -103,7 +106,7 @@ func (l *inflightLimiter) Middleware(next echo.HandlerFunc) echo.HandlerFunc {
 
 // take claims a slot of slots for key's user unless the budget or the
 // user's share of it is spent.
-func (l *inflightLimiter) take(slots chan struct{}, key heldKey) bool {
+func (l *InflightLimiter) take(slots chan struct{}, key heldKey) bool {
 	share := max(1, cap(slots)/2)
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -119,7 +122,7 @@ func (l *inflightLimiter) take(slots chan struct{}, key heldKey) bool {
 	}
 }
 
-func (l *inflightLimiter) release(slots chan struct{}, key heldKey) {
+func (l *InflightLimiter) release(slots chan struct{}, key heldKey) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	<-slots

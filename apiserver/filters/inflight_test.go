@@ -13,7 +13,7 @@ import (
 	"k8s.io/apiserver/pkg/endpoints/request"
 )
 
-// limitedServer serves every path through an inflightLimiter: requests
+// limitedServer serves every path through an InflightLimiter: requests
 // with an X-Hold header signal entered and wait for release; X-User names
 // the caller, X-Group its group.
 func limitedServer(t *testing.T, readOnly, mutating int) (url string, entered chan struct{}, release chan struct{}) {

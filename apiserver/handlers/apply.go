@@ -32,6 +32,8 @@ type FieldManagers struct {
 	byKey     map[string]*managedfields.FieldManager
 }
 
+// NewFieldManagers builds the built-in resources' field managers over
+// their OpenAPI definitions (made at first use, per resource).
 func NewFieldManagers(defs map[string]*spec.Schema) (*FieldManagers, error) {
 	tc, err := managedfields.NewTypeConverter(defs, false)
 	if err != nil {

@@ -91,6 +91,7 @@ type Request struct {
 	adm admissionRequest
 }
 
+// Key is the storage key of the object the request names.
 func (h *Request) Key() string { return h.Resource.Key(h.Info.Namespace, h.Info.Name) }
 
 func (h *Request) respond(code int, obj runtime.Object) error {
@@ -112,6 +113,7 @@ func (h *Request) respond(code int, obj runtime.Object) error {
 	return responses.Encode(h.Echo, code, obj, h.Resource.GroupVersion(), info)
 }
 
+// Fail answers err as a Status.
 func (h *Request) Fail(err error) error {
 	return responses.Status(h.Echo, err)
 }
@@ -555,6 +557,7 @@ func supportedMediaTypes() []string {
 	return out
 }
 
+// Negotiated is the encoding the request's Accept header asks for.
 func Negotiated(h *Request) runtime.SerializerInfo {
 	_, info := responses.Negotiate(h.Echo)
 	return info

@@ -32,6 +32,8 @@ func newCustomFieldManagers(r *Resource, staticDefs map[string]*spec.Schema) *Cu
 	return &CustomFieldManagers{r: r, staticDefs: staticDefs, bySub: map[string]*managedfields.FieldManager{}}
 }
 
+// Get is the field manager of the resource or of a subresource ("" for
+// the resource), made at first use.
 func (f *CustomFieldManagers) Get(subresource string) (*managedfields.FieldManager, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

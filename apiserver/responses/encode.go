@@ -89,6 +89,8 @@ func Object(c echo.Context, code int, obj runtime.Object, gv schema.GroupVersion
 	return Encode(c, code, obj, gv, info)
 }
 
+// Encode writes obj in gv with the serializer info (an encoding the
+// client negotiated).
 func Encode(c echo.Context, code int, obj runtime.Object, gv schema.GroupVersion, info runtime.SerializerInfo) error {
 	enc := scheme.Codecs.EncoderForVersion(info.Serializer, gv)
 	if _, ok := obj.(runtime.Unstructured); ok {
