@@ -449,10 +449,19 @@ spec:
 	})
 	natRules := func(netns, svc string) int {
 		// kube-proxy's iptables rules name the Service in comments
-		// ("default/web:"), its nftables chains ("…-default/web/tcp/").
+		// ("default/web:"), its nftables rules and map elements the
+		// Service's chains ("…-default/web/tcp/"). A chain's own header
+		// is not a rule: kube-proxy flushes a deleted Service's chains at
+		// once and deletes the empty chains at a later sync, which may be
+		// its periodic one, 30 s on.
 		ipt := inNetns(t, netns, "iptables-save", "-t", "nat")
-		nft := inNetns(t, netns, "nft", "list", "ruleset")
-		return strings.Count(ipt, "default/"+svc+":") + strings.Count(ipt, "default/"+svc+" ") + strings.Count(nft, "default/"+svc+"/")
+		n := strings.Count(ipt, "default/"+svc+":") + strings.Count(ipt, "default/"+svc+" ")
+		for _, line := range strings.Split(inNetns(t, netns, "nft", "list", "ruleset"), "\n") {
+			if !strings.HasPrefix(strings.TrimSpace(line), "chain ") {
+				n += strings.Count(line, "default/"+svc+"/")
+			}
+		}
+		return n
 	}
 	if n := natRules(nsA, "web"); n == 0 {
 		t.Fatalf("no nat rules for default/web in %s", nsA)
