@@ -36,13 +36,21 @@ func TestKubectl_Admission(t *testing.T) {
 			deploy := filepath.Join(t.TempDir(), "deploy.yaml")
 			writeDeployment(t, deploy, ns, 6, "busybox")
 			wantPolicy := "ValidatingAdmissionPolicy 'e2e-max-replicas' with binding 'e2e-max-replicas' denied request: replicas must be at most 5"
+			// The policy and the namespace's new label reach admission
+			// through informers. Wait with server-side dry runs, which
+			// pass admission but store nothing: a real apply let through
+			// before then would create the Deployment, and every apply
+			// after it would be "unchanged", sent to no one.
 			var err error
 			for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
-				if _, err = s.kubectl(t, bin, "apply", "-f", deploy); err != nil && strings.Contains(err.Error(), wantPolicy) {
+				if _, err = s.kubectl(t, bin, "apply", "--dry-run=server", "-f", deploy); err != nil && strings.Contains(err.Error(), wantPolicy) {
 					break
 				}
 			}
 			if err == nil || !strings.Contains(err.Error(), wantPolicy) {
+				t.Fatalf("apply --dry-run=server a deployment of 6 replicas: %v, want %q", err, wantPolicy)
+			}
+			if _, err = s.kubectl(t, bin, "apply", "-f", deploy); err == nil || !strings.Contains(err.Error(), wantPolicy) {
 				t.Fatalf("apply a deployment of 6 replicas: %v, want %q", err, wantPolicy)
 			}
 			writeDeployment(t, deploy, ns, 5, "busybox")
