@@ -39,6 +39,7 @@ type etcdFlags struct {
 	compactionRetention int64
 	watchCacheSize      int
 	progressInterval    time.Duration
+	pprofAddress        string
 }
 
 func newEtcdCommand(lf *logFlags) *cobra.Command {
@@ -69,6 +70,8 @@ func newEtcdCommand(lf *logFlags) *cobra.Command {
 	fl.Int64Var(&f.compactionRetention, "compaction-retention", 1000, "revisions automatic compaction keeps")
 	fl.IntVar(&f.watchCacheSize, "watch-cache-size", 10000, "recent events kept in memory for watchers")
 	fl.DurationVar(&f.progressInterval, "watch-progress-notify-interval", 10*time.Minute, "interval of progress notifications to idle watches that ask for them")
+	fl.StringVar(&f.pprofAddress, "pprof-address", "", "serve net/http/pprof here (debugging)")
+	_ = fl.MarkHidden("pprof-address")
 	return cmd
 }
 
@@ -128,6 +131,13 @@ func runEtcd(ctx context.Context, f *etcdFlags, log zerolog.Logger) error {
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
+	if f.pprofAddress != "" {
+		stopPprof, err := servePprof(f.pprofAddress)
+		if err != nil {
+			return err
+		}
+		defer stopPprof()
+	}
 	tlsCfg, err := serverTLS(f)
 	if err != nil {
 		return err
