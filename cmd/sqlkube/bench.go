@@ -82,6 +82,9 @@ latency. Without --endpoints it starts sqlkube's etcd API in-process on
 	fl.DurationVar(&cfg.Duration, "duration", 5*time.Second, "duration of each workload")
 	fl.IntVar(&cfg.ValueSize, "value-size", 1024, "value size in bytes")
 	fl.IntVar(&cfg.Keys, "keys", 2000, "keys seeded for update/get/list")
+	fl.StringVar(&cfg.Prefix, "prefix", "", "key prefix (default: /registry/loadgen/<time>/); seeded keys are PREFIX+seed/%08d")
+	fl.BoolVar(&cfg.KeepKeys, "keep-keys", false, "leave the keys written in place at the end (default: delete them)")
+	fl.StringSliceVar(&cfg.WatchEndpoints, "watch-endpoints", nil, "where the watch workload watches (default: --endpoints), e.g. a second server on the same database")
 	return cmd
 }
 

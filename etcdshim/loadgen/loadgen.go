@@ -45,6 +45,13 @@ type Config struct {
 	ValueSize   int
 	Keys        int // keys the update/get/list workloads work over
 	Prefix      string
+	// WatchEndpoints, when set, is where the watch workload watches (its
+	// puts still go to Endpoints): a second server on the same database
+	// measures cross-instance delivery.
+	WatchEndpoints []string
+	// KeepKeys leaves the keys written in place at the end (by default
+	// they are deleted), for other tools to read.
+	KeepKeys bool
 }
 
 // Result is one workload's numbers.
@@ -95,6 +102,14 @@ func Run(ctx context.Context, cfg Config, workloads []string) ([]Result, error) 
 		clients[i] = c
 	}
 	g := &gen{cfg: cfg, clients: clients, value: make([]byte, cfg.ValueSize)}
+	if len(cfg.WatchEndpoints) > 0 {
+		c, err := clientv3.New(clientv3.Config{Endpoints: cfg.WatchEndpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+		if err != nil {
+			return nil, fmt.Errorf("loadgen: connect to the watch endpoints: %w", err)
+		}
+		defer c.Close()
+		g.watcher = c
+	}
 	rand.New(rand.NewSource(1)).Read(g.value)
 	if err := g.seed(ctx); err != nil {
 		return nil, err
@@ -160,13 +175,16 @@ func Run(ctx context.Context, cfg Config, workloads []string) ([]Result, error) 
 		out = append(out, r)
 	}
 	// Leave the endpoint as we found it, near enough.
-	_, _ = clients[0].Delete(ctx, cfg.Prefix, clientv3.WithPrefix())
+	if !cfg.KeepKeys {
+		_, _ = clients[0].Delete(ctx, cfg.Prefix, clientv3.WithPrefix())
+	}
 	return out, nil
 }
 
 type gen struct {
 	cfg     Config
 	clients []*clientv3.Client
+	watcher *clientv3.Client // nil: the last of clients
 	value   []byte
 }
 
@@ -245,6 +263,9 @@ func (g *gen) loop(ctx context.Context, name string, op func(context.Context, *c
 func (g *gen) watchLatency(ctx context.Context) (Result, error) {
 	prefix := g.cfg.Prefix + "watch/"
 	wc := g.clients[len(g.clients)-1]
+	if g.watcher != nil {
+		wc = g.watcher
+	}
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
 	ch := wc.Watch(wctx, prefix, clientv3.WithPrefix(), clientv3.WithCreatedNotify())
