@@ -1,0 +1,40 @@
+package sqlstore_test
+
+import (
+	"context"
+	"encoding/binary"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+
+	"github.com/rs/zerolog"
+
+	"github.com/sqlkube/sqlkube/etcdshim/sqlstore"
+)
+
+// BenchmarkPut_50Clients measures Puts of new 8-byte keys with 256-byte
+// values from 50 concurrent callers on SQLite, in process (no gRPC): the
+// store's side of etcd's `benchmark put --clients 50`, so that the cost of
+// the store and that of the gRPC path can be told apart.
+func BenchmarkPut_50Clients(b *testing.B) {
+	ctx := context.Background()
+	s, err := sqlstore.Open(ctx, sqlstore.Options{DSN: "sqlite://" + filepath.Join(b.TempDir(), "state.db"), Logger: zerolog.Nop()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	val := make([]byte, 256)
+	var n atomic.Int64
+	b.SetParallelism(25) // 50 callers at GOMAXPROCS 2
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		key := make([]byte, 8)
+		for pb.Next() {
+			binary.BigEndian.PutUint64(key, uint64(n.Add(1)))
+			if _, _, err := s.Put(ctx, sqlstore.PutRequest{Key: key, Value: val}); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}
