@@ -13,7 +13,7 @@ LDFLAGS := -X main.version=$(VERSION) \
 	-X k8s.io/component-base/version.gitVersion=$(K8S_VERSION) \
 	-X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$(K8S_MINOR)
 
-.PHONY: run build test test-deps test-ha vet fmt bench bench-net image
+.PHONY: run build test test-deps test-ha vet fmt bench bench-compare bench-net image
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/sqlkube ./cmd/sqlkube
@@ -73,6 +73,15 @@ image:
 
 bench: build
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./etcdshim/...
+
+# bench-compare runs sqlkube, kine and etcd side by side on SQLite,
+# PostgreSQL and MySQL with etcd's own benchmark tool and the project's
+# (bench/compare.sh; medians of ROUNDS rounds; about 45 minutes at 3).
+ROUNDS ?= 3
+bench-compare: test-deps
+	@[ -x "$$($(GO) env GOPATH)/bin/kine" ] || command -v kine >/dev/null || \
+	  (cd / && GOFLAGS= $(GO) install github.com/k3s-io/kine@v0.17.5)
+	bench/compare.sh all --rounds $(ROUNDS)
 
 # bench-net measures Services on a real node in a network namespace (root,
 # containerd, iptables): requests/s through a cluster IP against a pod IP,
