@@ -118,17 +118,20 @@ measure() {
   etcd_tool "$round" "$peer" "$ep" get range /bench/seed/00000042 --total "$(n 20000)"
 }
 
-start_sqlkube() { # DSN → endpoint
+# start_sqlkube and start_kine start a peer on DSN and set ep to its
+# endpoint. They run in this shell (not in $(…)), so that pids, which
+# stop_all stops, knows the process.
+start_sqlkube() { # DSN
   local port; port=$(free_port)
   "$work/sqlkube" etcd --log-level warn --listen-address "127.0.0.1:$port" --datastore "$1" --compaction-interval 0 \
     >>"$work/sqlkube.log" 2>&1 & pids+=($!)
-  wait_ready "127.0.0.1:$port"; echo "127.0.0.1:$port"
+  wait_ready "127.0.0.1:$port"; ep="127.0.0.1:$port"
 }
-start_kine() { # DSN → endpoint
+start_kine() { # DSN
   local port mport; port=$(free_port); mport=$(free_port)
   "$kine_bin" --listen-address "127.0.0.1:$port" --metrics-bind-address "127.0.0.1:$mport" --endpoint "$1" \
     >>"$work/kine.log" 2>&1 & pids+=($!)
-  wait_ready "127.0.0.1:$port"; echo "127.0.0.1:$port"
+  wait_ready "127.0.0.1:$port"; ep="127.0.0.1:$port"
 }
 kine_dsn() { # sqlkube DSN → kine's
   case "$backend" in
@@ -145,24 +148,24 @@ for backend in $backends; do
     echo "== $backend, round $round of $rounds"
     echo "sqlkube ($backend$( [ "$backend" = sqlite ] && echo '; WAL, synchronous=FULL'))"
     dsn=$(fresh_db "$backend" bench_sqlkube)
-    ep=$(start_sqlkube "$dsn")
     wep=""
-    if [ "$backend" != sqlite ]; then wep=$(start_sqlkube "$dsn"); echo "  (watch workload through a second sqlkube on the same database)"; fi
+    if [ "$backend" != sqlite ]; then start_sqlkube "$dsn"; wep=$ep; echo "  (watch workload through a second sqlkube on the same database)"; fi
+    start_sqlkube "$dsn"
     measure "$round" sqlkube "$ep" no "$wep"
     stop_all
 
     if [ -n "$kine_bin" ]; then
       if [ "$backend" = sqlite ]; then
         echo "kine v0.17.5 (sqlite; kine's defaults: WAL, synchronous=NORMAL)"
-        ep=$(start_kine "$(kine_dsn "$(fresh_db sqlite bench_kine)" NORMAL)")
+        start_kine "$(kine_dsn "$(fresh_db sqlite bench_kine)" NORMAL)"
         measure "$round" kine "$ep" no; stop_all
         echo "kine v0.17.5 (sqlite; WAL, synchronous=FULL)"
-        ep=$(start_kine "$(kine_dsn "$(fresh_db sqlite bench_kinefull)" FULL)")
+        start_kine "$(kine_dsn "$(fresh_db sqlite bench_kinefull)" FULL)"
         measure "$round" kine-full "$ep" no; stop_all
       else
         echo "kine v0.17.5 ($backend; watch through a second kine on the same database)"
         dsn=$(kine_dsn "$(fresh_db "$backend" bench_kine)")
-        ep=$(start_kine "$dsn"); wep=$(start_kine "$dsn")
+        start_kine "$dsn"; wep=$ep; start_kine "$dsn"
         measure "$round" kine "$ep" yes "$wep"; stop_all
       fi
     fi
