@@ -33,8 +33,8 @@ my="${MYSQL_DSN:-root@tcp(127.0.0.1:3306)}"
 
 work="$(mktemp -d)"
 pids=()
-cleanup() { for p in "${pids[@]:-}"; do [ -n "$p" ] && { kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; }; done; rm -rf "$work"; }
-trap cleanup EXIT
+stop_all() { for p in "${pids[@]:-}"; do [ -n "$p" ] && { kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; }; done; pids=(); }
+trap 'stop_all; rm -rf "$work"' EXIT
 results="$work/results.tsv"
 : >"$results"
 
@@ -49,7 +49,6 @@ command -v etcd >/dev/null 2>&1 || echo "etcd: not installed (apt-get install et
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 wait_ready() { for _ in $(seq 1 200); do ETCDCTL_API=3 etcdctl --endpoints "$1" endpoint health >/dev/null 2>&1 && return 0; sleep 0.1; done; echo "peer on $1 did not start" >&2; return 1; }
-stop_all() { for p in "${pids[@]:-}"; do [ -n "$p" ] && { kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; }; done; pids=(); }
 
 # fresh_db BACKEND NAME: drops and creates database NAME and prints the
 # DSN that sqlkube takes for it (kine's is derived from it by kine_dsn).
@@ -138,8 +137,7 @@ kine_dsn() { # sqlkube DSN → kine's
     sqlite)
       local p="_journal_mode=WAL&_busy_timeout=30000&_txlock=immediate&_stmt_cache_size=20&cache=shared"
       echo "$1?$p&_synchronous=$2" ;;
-    postgres) echo "$1" ;;
-    mysql) echo "$1" ;;
+    *) echo "$1" ;;
   esac
 }
 

@@ -101,7 +101,7 @@ func Run(ctx context.Context, cfg Config, workloads []string) ([]Result, error) 
 		defer c.Close()
 		clients[i] = c
 	}
-	g := &gen{cfg: cfg, clients: clients, value: make([]byte, cfg.ValueSize)}
+	g := &gen{cfg: cfg, clients: clients, watcher: clients[len(clients)-1], value: make([]byte, cfg.ValueSize)}
 	if len(cfg.WatchEndpoints) > 0 {
 		c, err := clientv3.New(clientv3.Config{Endpoints: cfg.WatchEndpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 		if err != nil {
@@ -184,7 +184,7 @@ func Run(ctx context.Context, cfg Config, workloads []string) ([]Result, error) 
 type gen struct {
 	cfg     Config
 	clients []*clientv3.Client
-	watcher *clientv3.Client // nil: the last of clients
+	watcher *clientv3.Client // where the watch workload watches
 	value   []byte
 }
 
@@ -262,10 +262,7 @@ func (g *gen) loop(ctx context.Context, name string, op func(context.Context, *c
 // long a watch on another client takes to see each.
 func (g *gen) watchLatency(ctx context.Context) (Result, error) {
 	prefix := g.cfg.Prefix + "watch/"
-	wc := g.clients[len(g.clients)-1]
-	if g.watcher != nil {
-		wc = g.watcher
-	}
+	wc := g.watcher
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
 	ch := wc.Watch(wctx, prefix, clientv3.WithPrefix(), clientv3.WithCreatedNotify())

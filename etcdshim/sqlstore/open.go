@@ -97,14 +97,14 @@ func openSQLite(dsn string) (*conns, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("sqlstore: create data directory: %w", err)
 	}
-	if err := createSQLite(path); err != nil {
+	uri := "file:" + (&url.URL{Path: path}).EscapedPath()
+	if err := createSQLite(path, uri); err != nil {
 		return nil, err
 	}
 	// WAL with synchronous=FULL: a commit is fsynced before it returns.
-	// auto_vacuum only takes effect on a new file, before the schema exists.
-	file := "file:" + (&url.URL{Path: path}).EscapedPath() +
-		"?_synchronous=FULL&_busy_timeout=10000&_cache_size=-32000&_stmt_cache_size=64"
-	base := file + "&_journal_mode=WAL&_auto_vacuum=incremental"
+	// Page size and auto_vacuum are set once, by createSQLite.
+	file := uri + "?_synchronous=FULL&_busy_timeout=10000&_cache_size=-32000&_stmt_cache_size=64"
+	base := file + "&_journal_mode=WAL"
 	write, err := sql.Open("sqlite3", base+"&_txlock=immediate")
 	if err != nil {
 		return nil, fmt.Errorf("sqlstore: open sqlite: %w", err)
@@ -144,10 +144,12 @@ func openSQLite(dsn string) (*conns, error) {
 // 256-byte values about 10% slower.
 const sqlitePageSize = 16384
 
-// createSQLite gives a database that does not exist yet its page size,
-// which a database in WAL mode can no longer change. Existing databases
-// keep theirs (a `sqlkube datastore migrate` to a new file gives them the new one).
-func createSQLite(path string) error {
+// createSQLite gives a database at path (uri, as a file: URI) that does
+// not exist yet its page size and incremental auto_vacuum, which neither
+// can change once the schema exists in WAL mode. Existing databases keep
+// theirs (a `sqlkube datastore migrate` to a new file gives them the new
+// ones).
+func createSQLite(path, uri string) error {
 	if st, err := os.Stat(path); err == nil && st.Size() > 0 {
 		return nil
 	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -155,7 +157,7 @@ func createSQLite(path string) error {
 	}
 	// No DSN parameters: go-sqlite3 applies _auto_vacuum at connect, which
 	// fixes the page size before it could be set.
-	db, err := sql.Open("sqlite3", "file:"+(&url.URL{Path: path}).EscapedPath())
+	db, err := sql.Open("sqlite3", uri)
 	if err != nil {
 		return fmt.Errorf("sqlstore: create sqlite: %w", err)
 	}
