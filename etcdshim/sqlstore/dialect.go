@@ -31,6 +31,10 @@ type dialect struct {
 	pollInterval time.Duration
 	// rebind turns '?' placeholders into the dialect's.
 	rebind func(string) string
+	// ownsBytes is set where the driver hands every row a byte slice of
+	// its own (go-sqlite3 copies each BLOB out of SQLite), so a value
+	// scanned as sql.RawBytes may be kept without a second copy.
+	ownsBytes bool
 }
 
 func identity(s string) string { return s }
@@ -65,6 +69,7 @@ var sqliteDialect = dialect{
 	writeTx:      &sql.TxOptions{},
 	pollInterval: time.Second,
 	rebind:       identity,
+	ownsBytes:    true,
 }
 
 var postgresDialect = dialect{

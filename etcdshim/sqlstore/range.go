@@ -65,6 +65,11 @@ func (s *Store) Range(ctx context.Context, req RangeRequest) (*RangeResult, erro
 	if req.Revision <= 0 && len(req.End) == 0 && len(req.Key) > 0 {
 		return s.getCurrent(ctx, req)
 	}
+	if req.Revision <= 0 && req.SortTarget == SortByKey && !filtered(req) {
+		if res, ok, err := s.rangeCurrent(ctx, req); ok || err != nil {
+			return res, err
+		}
+	}
 	var res *RangeResult
 	err := s.readTx(ctx, func(tx *sql.Tx) error {
 		cur, compacted, err := s.revisions(ctx, tx)
@@ -115,6 +120,104 @@ func (s *Store) getCurrent(ctx context.Context, req RangeRequest) (*RangeResult,
 	return res, nil
 }
 
+// filtered reports a range whose revision filters drop rows after they
+// are read.
+func filtered(req RangeRequest) bool {
+	return req.MinModRevision > 0 || req.MaxModRevision > 0 || req.MinCreateRevision > 0 || req.MaxCreateRevision > 0
+}
+
+// rangeCurrent serves a range of keys at the current revision, in key
+// order and without revision filters (etcd's prefix ranges and
+// Kubernetes' lists), in a single statement and without a transaction: a
+// statement reads one snapshot on every database, so the revision (a
+// subquery), the rows and the count (a subquery too, when a limit may cut
+// the rows short) agree. A range with no key in it gives no row to carry
+// the revision: ok is false, and the caller reads it in a transaction.
+func (s *Store) rangeCurrent(ctx context.Context, req RangeRequest) (res *RangeResult, ok bool, err error) {
+	start := time.Now()
+	defer func() { s.metrics.sqlDuration.WithLabelValues("read").Observe(time.Since(start).Seconds()) }()
+	kr := newKeyRange(req.Key, req.End)
+	if kr.empty() {
+		return nil, false, nil
+	}
+	const revCol = `(SELECT val FROM kv_meta WHERE name = 'revision')`
+	res = &RangeResult{}
+	w, wargs := kr.where("name", nil)
+	if req.CountOnly {
+		err := s.c.read.QueryRowContext(ctx, s.q(`SELECT `+revCol+`, COUNT(*) FROM kv_current WHERE `+w), wargs...).
+			Scan(&res.Revision, &res.Count)
+		if err != nil {
+			return nil, false, fmt.Errorf("sqlstore: range: %w", err)
+		}
+		return res, true, nil
+	}
+	var (
+		sb   strings.Builder
+		args []any
+	)
+	countCol := "0"
+	if req.Limit > 0 {
+		countCol = `(SELECT COUNT(*) FROM kv_current WHERE ` + w + `)`
+		args = append(args, wargs...)
+	}
+	valCol := "val"
+	if req.KeysOnly {
+		valCol = "NULL"
+	}
+	fmt.Fprintf(&sb, `SELECT %s, %s, name, create_revision, mod_revision, version, lease, %s FROM kv_current WHERE %s ORDER BY name`, revCol, countCol, valCol, w)
+	args = append(args, wargs...)
+	if req.SortOrder == SortDescend {
+		sb.WriteString(" DESC")
+	}
+	if req.Limit > 0 {
+		sb.WriteString(" LIMIT ?")
+		args = append(args, req.Limit+1)
+	}
+	rows, err := s.c.read.QueryContext(ctx, s.q(sb.String()), args...)
+	if err != nil {
+		return nil, false, fmt.Errorf("sqlstore: range: %w", err)
+	}
+	defer rows.Close()
+	var (
+		count    int64
+		key, val sql.RawBytes
+	)
+	for rows.Next() {
+		var kv KeyValue
+		if err := rows.Scan(&res.Revision, &count, &key, &kv.CreateRevision, &kv.ModRevision, &kv.Version, &kv.Lease, &val); err != nil {
+			return nil, false, fmt.Errorf("sqlstore: range: %w", err)
+		}
+		kv.Key = s.keep(key)
+		if len(val) > 0 {
+			kv.Value = s.keep(val)
+		}
+		res.KVs = append(res.KVs, kv)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, false, fmt.Errorf("sqlstore: range: %w", err)
+	}
+	if len(res.KVs) == 0 {
+		return nil, false, nil
+	}
+	res.Count = int64(len(res.KVs))
+	if req.Limit > 0 {
+		res.Count = count
+		if int64(len(res.KVs)) > req.Limit {
+			res.KVs = res.KVs[:req.Limit]
+			res.More = true
+		}
+	}
+	return res, true, nil
+}
+
+// keep returns b, scanned as sql.RawBytes, as a slice the caller may keep.
+func (s *Store) keep(b sql.RawBytes) []byte {
+	if s.d.ownsBytes {
+		return b
+	}
+	return bytes.Clone(b)
+}
+
 // rangeAt serves a range inside a transaction whose current revision is cur.
 func (s *Store) rangeAt(ctx context.Context, qx queryer, req RangeRequest, cur, compacted int64) (*RangeResult, error) {
 	rev := req.Revision
@@ -134,7 +237,7 @@ func (s *Store) rangeAt(ctx context.Context, qx queryer, req RangeRequest, cur, 
 	}
 	historical := rev < cur
 
-	filtered := req.MinModRevision > 0 || req.MaxModRevision > 0 || req.MinCreateRevision > 0 || req.MaxCreateRevision > 0
+	filtered := filtered(req)
 	order := req.SortOrder
 	if req.SortTarget != SortByKey && order == SortNone {
 		order = SortAscend
