@@ -113,6 +113,7 @@ func New(opts Options) *Server {
 		_ = opts.Registerer.Register(s.watchers)
 	}
 	gopts := []grpc.ServerOption{
+		grpc.ForceServerCodec(gogoCodec{}),
 		grpc.MaxRecvMsgSize(maxRecvBytes),
 		grpc.MaxSendMsgSize(math.MaxInt32),
 		grpc.MaxConcurrentStreams(math.MaxUint32),
