@@ -31,6 +31,11 @@ type dialect struct {
 	pollInterval time.Duration
 	// rebind turns '?' placeholders into the dialect's.
 	rebind func(string) string
+	// upsertPut, if set, is a plain put in one statement (args: key,
+	// revision, lease, value, sub): it writes kv_current and kv_log and
+	// returns the key's previous row, if any. Without it a put reads, then
+	// writes each table: three round trips to a server where one does.
+	upsertPut string
 	// ownsBytes is set where the driver hands every row a byte slice of
 	// its own (go-sqlite3 copies each BLOB out of SQLite), so a value
 	// scanned as sql.RawBytes may be kept without a second copy.
@@ -83,6 +88,20 @@ var postgresDialect = dialect{
 	writeTx:      &sql.TxOptions{Isolation: sql.LevelReadCommitted},
 	pollInterval: time.Second,
 	rebind:       dollarRebind,
+	// The statements of a WITH see one snapshot, so prev is the row before
+	// the put; the log row takes the written row's create revision and
+	// version from the INSERT's RETURNING.
+	upsertPut: `WITH prev AS (
+ SELECT create_revision, mod_revision, version, lease, val FROM kv_current WHERE name = $1
+), cur AS (
+ INSERT INTO kv_current AS c (name, create_revision, mod_revision, version, lease, val) VALUES ($1, $2, $2, 1, $3, $4)
+ ON CONFLICT (name) DO UPDATE SET mod_revision = EXCLUDED.mod_revision, version = c.version + 1, lease = EXCLUDED.lease, val = EXCLUDED.val
+ RETURNING create_revision, version
+), logged AS (
+ INSERT INTO kv_log (revision, sub, name, deleted, create_revision, version, lease, prev_revision, val)
+ SELECT $2, $5, $1, 0, cur.create_revision, cur.version, $3, COALESCE((SELECT mod_revision FROM prev), 0), $4 FROM cur
+)
+SELECT create_revision, mod_revision, version, lease, val FROM prev`,
 }
 
 var mysqlDialect = dialect{

@@ -302,6 +302,9 @@ func (a *applier) leaseExists(id int64) (bool, error) {
 }
 
 func (a *applier) put(p *PutRequest) (*PutResult, error) {
+	if a.s.d.upsertPut != "" && !p.IgnoreValue && !p.IgnoreLease {
+		return a.upsert(p)
+	}
 	prev, err := a.current(p.Key)
 	if err != nil {
 		return nil, err
@@ -346,6 +349,49 @@ func (a *applier) put(p *PutRequest) (*PutResult, error) {
 	}
 	if err := a.appendLog(&kv, false, prevRev); err != nil {
 		return nil, err
+	}
+	a.events = append(a.events, Event{Type: EventPut, KV: kv, PrevKV: prev})
+	res := &PutResult{}
+	if p.PrevKV {
+		res.PrevKV = prev
+	}
+	return res, nil
+}
+
+// upsert is put in one statement, where the dialect has one: for puts
+// that set both value and lease.
+func (a *applier) upsert(p *PutRequest) (*PutResult, error) {
+	if p.Lease != 0 {
+		ok, err := a.leaseExists(p.Lease)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			return nil, ErrLeaseNotFound
+		}
+	}
+	value := nonNil(p.Value)
+	rev := a.rev + 1
+	a.sub++
+	rows, err := a.qx.QueryContext(a.ctx, a.s.d.upsertPut, p.Key, rev, p.Lease, value, a.sub)
+	if err != nil {
+		return nil, fmt.Errorf("sqlstore: write key: %w", err)
+	}
+	defer rows.Close()
+	var prev *KeyValue
+	for rows.Next() {
+		prev = &KeyValue{Key: p.Key}
+		if err := rows.Scan(&prev.CreateRevision, &prev.ModRevision, &prev.Version, &prev.Lease, &prev.Value); err != nil {
+			return nil, fmt.Errorf("sqlstore: write key: %w", err)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlstore: write key: %w", err)
+	}
+	kv := KeyValue{Key: p.Key, Value: value, CreateRevision: rev, ModRevision: rev, Version: 1, Lease: p.Lease}
+	if prev != nil {
+		kv.CreateRevision = prev.CreateRevision
+		kv.Version = prev.Version + 1
 	}
 	a.events = append(a.events, Event{Type: EventPut, KV: kv, PrevKV: prev})
 	res := &PutResult{}
