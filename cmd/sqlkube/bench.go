@@ -71,7 +71,7 @@ latency. Without --endpoints it starts sqlkube's etcd API in-process on
 	}
 	cmd.AddCommand(newBenchFakeNodesCommand())
 	cmd.AddCommand(newBenchDeploymentCommand(lf), newBenchSchedulerCommand(lf), newBenchIdleCommand(lf))
-	cmd.AddCommand(newBenchNodeCommand(lf), newBenchHTTPCommand())
+	cmd.AddCommand(newBenchNodeCommand(lf), newBenchHTTPCommand(), newBenchChurnCommand())
 	fl := cmd.Flags()
 	fl.StringVar(&endpoints, "endpoints", "", "comma-separated etcd endpoints (empty: an in-process sqlkube)")
 	fl.StringVar(&datastore, "datastore", "", "datastore of the in-process sqlkube (default: SQLite in a temporary directory)")
@@ -85,6 +85,47 @@ latency. Without --endpoints it starts sqlkube's etcd API in-process on
 	fl.StringVar(&cfg.Prefix, "prefix", "", "key prefix (default: /registry/loadgen/<time>/); seeded keys are PREFIX+seed/%08d")
 	fl.BoolVar(&cfg.KeepKeys, "keep-keys", false, "leave the keys written in place at the end (default: delete them)")
 	fl.StringSliceVar(&cfg.WatchEndpoints, "watch-endpoints", nil, "where the watch workload watches (default: --endpoints), e.g. a second server on the same database")
+	return cmd
+}
+
+func newBenchChurnCommand() *cobra.Command {
+	var (
+		cfg       loadgen.ChurnConfig
+		endpoints string
+	)
+	cmd := &cobra.Command{
+		Use:   "churn",
+		Short: "Creates, updates and deletes against an etcd endpoint for a long time, reported per interval",
+		Long: `churn runs kube-apiserver's write shapes (Txns conditioned on the key's mod
+revision) over a bounded key space: each worker owns --keys/--concurrency key
+slots, creates the empty ones and updates (two times in three) or deletes the
+live ones, so about three quarters of the keys are live at any time and the
+database holds a steady amount of current data while history grows until the
+server compacts it. After every --interval it prints throughput, p50/p99
+latency, the operations by kind, and the revision and database size the
+endpoint's Status reports. Run the server with automatic compaction on (for
+sqlkube etcd, --compaction-interval, default 5m).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg.Endpoints = strings.Split(endpoints, ",")
+			ctx := cmd.Context()
+			if ctx == nil {
+				ctx = context.Background()
+			}
+			out := cmd.OutOrStdout()
+			return loadgen.Churn(ctx, cfg, func(r loadgen.ChurnInterval) { fmt.Fprintln(out, r) })
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&endpoints, "endpoints", "", "comma-separated etcd endpoints (required)")
+	_ = cmd.MarkFlagRequired("endpoints")
+	fl.IntVar(&cfg.Clients, "clients", 4, "gRPC connections")
+	fl.IntVar(&cfg.Concurrency, "concurrency", 32, "requests in flight")
+	fl.DurationVar(&cfg.Duration, "duration", 30*time.Minute, "length of the run")
+	fl.DurationVar(&cfg.Interval, "interval", time.Minute, "reporting interval")
+	fl.IntVar(&cfg.ValueSize, "value-size", 1024, "value size in bytes")
+	fl.IntVar(&cfg.Keys, "keys", 10000, "key slots (about three quarters live at a time)")
+	fl.StringVar(&cfg.Prefix, "prefix", "", "key prefix (default: /registry/churn/<time>/)")
 	return cmd
 }
 
