@@ -280,15 +280,24 @@ func compareKV(c Compare, kv *KeyValue) bool {
 
 // current reads the live version of key, nil if it does not exist.
 func (a *applier) current(key []byte) (*KeyValue, error) {
+	if kv, ok := a.known[string(key)]; ok {
+		if kv == nil {
+			return nil, nil
+		}
+		c := *kv
+		return &c, nil
+	}
 	kv := &KeyValue{Key: key}
 	err := a.qx.QueryRowContext(a.ctx, a.s.q(`SELECT create_revision, mod_revision, version, lease, val FROM kv_current WHERE name = ?`), key).
 		Scan(&kv.CreateRevision, &kv.ModRevision, &kv.Version, &kv.Lease, &kv.Value)
 	if errors.Is(err, sql.ErrNoRows) {
+		a.remember(key, nil)
 		return nil, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("sqlstore: read key: %w", err)
 	}
+	a.remember(key, kv)
 	return kv, nil
 }
 
@@ -350,6 +359,7 @@ func (a *applier) put(p *PutRequest) (*PutResult, error) {
 	if err := a.appendLog(&kv, false, prevRev); err != nil {
 		return nil, err
 	}
+	a.remember(kv.Key, &kv)
 	a.events = append(a.events, Event{Type: EventPut, KV: kv, PrevKV: prev})
 	res := &PutResult{}
 	if p.PrevKV {
@@ -393,6 +403,7 @@ func (a *applier) upsert(p *PutRequest) (*PutResult, error) {
 		kv.CreateRevision = prev.CreateRevision
 		kv.Version = prev.Version + 1
 	}
+	a.remember(kv.Key, &kv)
 	a.events = append(a.events, Event{Type: EventPut, KV: kv, PrevKV: prev})
 	res := &PutResult{}
 	if p.PrevKV {
@@ -459,6 +470,7 @@ func (a *applier) deleteKVs(kvs []KeyValue, where string, args []any) error {
 		if err := a.appendLog(&tomb, true, prev.ModRevision); err != nil {
 			return err
 		}
+		a.remember(prev.Key, nil)
 		a.events = append(a.events, Event{Type: EventDelete, KV: tomb, PrevKV: &prev})
 	}
 	return nil

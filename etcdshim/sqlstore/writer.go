@@ -202,11 +202,30 @@ type applier struct {
 
 	sub    int
 	events []Event
+	// known holds the live rows of keys the current request has read or
+	// written, nil for a key known to be absent: a Txn that compares a
+	// key's revision and then puts it (every create and update
+	// kube-apiserver sends) reads the row once.
+	known map[string]*KeyValue
 }
 
 func (a *applier) beginRequest() {
 	a.sub = 0
 	a.events = a.events[:0:0]
+	clear(a.known)
+}
+
+// remember records kv (nil: absent) as key's live row in the current
+// request.
+func (a *applier) remember(key []byte, kv *KeyValue) {
+	if a.known == nil {
+		a.known = map[string]*KeyValue{}
+	}
+	if kv != nil {
+		c := *kv
+		kv = &c
+	}
+	a.known[string(key)] = kv
 }
 
 func (a *applier) wrote() bool { return len(a.events) > 0 }
