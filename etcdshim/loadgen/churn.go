@@ -115,18 +115,41 @@ func Churn(ctx context.Context, cfg ChurnConfig, report func(ChurnInterval)) err
 					op, then = 'd', clientv3.OpDelete(key)
 				}
 				t := time.Now()
-				resp, err := c.Txn(runCtx).If(cmp).Then(then).Commit()
+				resp, err := c.Txn(runCtx).If(cmp).Then(then).Else(clientv3.OpGet(key)).Commit()
 				if runCtx.Err() != nil {
 					return
 				}
-				mu.Lock()
 				if err != nil || !resp.Succeeded {
 					// Only this worker writes the key, so a failed
-					// comparison is an error of the store, not a race.
+					// comparison means the store lost or invented a
+					// write, or a failed request was applied after all.
+					// Either way it is counted, and the slot follows the
+					// key as it is now.
+					mu.Lock()
 					errs++
 					mu.Unlock()
+					mods[i] = -1
+					if err == nil {
+						mods[i] = 0
+						if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
+							mods[i] = kvs[0].ModRevision
+						}
+					}
+					for mods[i] < 0 && runCtx.Err() == nil {
+						select {
+						case <-runCtx.Done():
+						case <-time.After(100 * time.Millisecond):
+						}
+						if get, err := c.Get(runCtx, key); err == nil {
+							mods[i] = 0
+							if len(get.Kvs) > 0 {
+								mods[i] = get.Kvs[0].ModRevision
+							}
+						}
+					}
 					continue
 				}
+				mu.Lock()
 				samples = append(samples, sample{time.Since(t), op})
 				mu.Unlock()
 				if op == 'd' {
@@ -180,10 +203,19 @@ func Churn(ctx context.Context, cfg ChurnConfig, report func(ChurnInterval)) err
 		case now := <-tick.C:
 			flush(now)
 		case <-done:
-			if time.Since(last) >= cfg.Interval/2 {
+			mu.Lock()
+			pending := len(samples) > 0 || errs > 0
+			mu.Unlock()
+			if pending {
 				flush(time.Now())
 			}
-			_, _ = clients[0].Delete(ctx, cfg.Prefix, clientv3.WithPrefix())
+			// Remove what the run wrote, and only that (a --prefix may
+			// hold other keys), even when ctx has ended.
+			cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			for w := 0; w < cfg.Concurrency; w++ {
+				_, _ = clients[0].Delete(cctx, fmt.Sprintf("%s%04d/", cfg.Prefix, w), clientv3.WithPrefix())
+			}
+			ccancel()
 			return ctx.Err()
 		}
 	}

@@ -259,10 +259,12 @@ func openMySQL(ctx context.Context, dsn string) (*conns, error) {
 	cfg.ClientFoundRows = true
 	// Send each statement with its arguments in one round trip: without
 	// this the driver prepares, executes and closes a statement for every
-	// query that has arguments, three messages where one does. The
-	// connection's character set is utf8mb4, which the driver escapes
-	// correctly, and byte strings go as _binary literals.
-	cfg.InterpolateParams = true
+	// query that has arguments, three messages where one does. Byte
+	// strings go as escaped _binary literals, which is safe in utf8mb4
+	// (the driver's default) and utf8, not in multibyte character sets
+	// whose characters may end in a quote or backslash byte (gbk, sjis,
+	// big5): a DSN that names another charset keeps prepared statements.
+	cfg.InterpolateParams = interpolationSafe(dsn)
 	db, err := sql.Open("mysql", cfg.FormatDSN())
 	if err != nil {
 		return nil, fmt.Errorf("sqlstore: open mysql: %w", err)
@@ -278,6 +280,30 @@ func openMySQL(ctx context.Context, dsn string) (*conns, error) {
 		openMigrate: func() (*sql.DB, error) { return sql.Open("mysql", mcfg.FormatDSN()) },
 		describe:    redact(dsn),
 	}, nil
+}
+
+// interpolationSafe reports whether a MySQL DSN leaves the connection's
+// character set at utf8mb4 or utf8.
+func interpolationSafe(dsn string) bool {
+	// Parameters follow the database name, after the last '/' (a
+	// password may hold a '?').
+	rest := dsn[strings.LastIndexByte(dsn, '/')+1:]
+	i := strings.IndexByte(rest, '?')
+	if i < 0 {
+		return true
+	}
+	q, err := url.ParseQuery(rest[i+1:])
+	if err != nil {
+		return false
+	}
+	for _, cs := range strings.Split(q.Get("charset"), ",") {
+		switch strings.ToLower(strings.TrimSpace(cs)) {
+		case "", "utf8mb4", "utf8", "utf8mb3":
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 func createMySQLDatabase(ctx context.Context, cfg *mysql.Config) error {

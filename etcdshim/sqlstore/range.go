@@ -135,7 +135,11 @@ func filtered(req RangeRequest) bool {
 // the revision: ok is false, and the caller reads it in a transaction.
 func (s *Store) rangeCurrent(ctx context.Context, req RangeRequest) (res *RangeResult, ok bool, err error) {
 	start := time.Now()
-	defer func() { s.metrics.sqlDuration.WithLabelValues("read").Observe(time.Since(start).Seconds()) }()
+	defer func() {
+		if ok { // a fallback is observed by the transaction that serves it
+			s.metrics.sqlDuration.WithLabelValues("read").Observe(time.Since(start).Seconds())
+		}
+	}()
 	kr := newKeyRange(req.Key, req.End)
 	if kr.empty() {
 		return nil, false, nil
@@ -160,11 +164,17 @@ func (s *Store) rangeCurrent(ctx context.Context, req RangeRequest) (res *RangeR
 		countCol = `(SELECT COUNT(*) FROM kv_current WHERE ` + w + `)`
 		args = append(args, wargs...)
 	}
-	valCol := "val"
+	nameCol, valCol := "name", "val"
+	if s.d.ownsBytes {
+		// Only a BLOB comes back as a slice of the row's own; a row
+		// stored as TEXT (written by another tool) would come back as a
+		// string, which database/sql copies into a buffer it reuses.
+		nameCol, valCol = "CAST(name AS BLOB)", "CAST(val AS BLOB)"
+	}
 	if req.KeysOnly {
 		valCol = "NULL"
 	}
-	fmt.Fprintf(&sb, `SELECT %s, %s, name, create_revision, mod_revision, version, lease, %s FROM kv_current WHERE %s ORDER BY name`, revCol, countCol, valCol, w)
+	fmt.Fprintf(&sb, `SELECT %s, %s, %s, create_revision, mod_revision, version, lease, %s FROM kv_current WHERE %s ORDER BY name`, revCol, countCol, nameCol, valCol, w)
 	args = append(args, wargs...)
 	if req.SortOrder == SortDescend {
 		sb.WriteString(" DESC")
