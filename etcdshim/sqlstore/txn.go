@@ -325,12 +325,8 @@ func (a *applier) put(p *PutRequest) (*PutResult, error) {
 	if p.IgnoreLease {
 		lease = prev.Lease
 	} else if lease != 0 {
-		ok, err := a.leaseExists(lease)
-		if err != nil {
+		if err := a.requireLease(lease); err != nil {
 			return nil, err
-		}
-		if !ok {
-			return nil, ErrLeaseNotFound
 		}
 	}
 	value := p.Value
@@ -359,25 +355,15 @@ func (a *applier) put(p *PutRequest) (*PutResult, error) {
 	if err := a.appendLog(&kv, false, prevRev); err != nil {
 		return nil, err
 	}
-	a.remember(kv.Key, &kv)
-	a.events = append(a.events, Event{Type: EventPut, KV: kv, PrevKV: prev})
-	res := &PutResult{}
-	if p.PrevKV {
-		res.PrevKV = prev
-	}
-	return res, nil
+	return a.putDone(p, kv, prev), nil
 }
 
 // upsert is put in one statement, where the dialect has one: for puts
 // that set both value and lease.
 func (a *applier) upsert(p *PutRequest) (*PutResult, error) {
 	if p.Lease != 0 {
-		ok, err := a.leaseExists(p.Lease)
-		if err != nil {
+		if err := a.requireLease(p.Lease); err != nil {
 			return nil, err
-		}
-		if !ok {
-			return nil, ErrLeaseNotFound
 		}
 	}
 	value := nonNil(p.Value)
@@ -403,13 +389,31 @@ func (a *applier) upsert(p *PutRequest) (*PutResult, error) {
 		kv.CreateRevision = prev.CreateRevision
 		kv.Version = prev.Version + 1
 	}
+	return a.putDone(p, kv, prev), nil
+}
+
+// requireLease fails with ErrLeaseNotFound when lease id does not exist.
+func (a *applier) requireLease(id int64) error {
+	ok, err := a.leaseExists(id)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return ErrLeaseNotFound
+	}
+	return nil
+}
+
+// putDone records a written put (kv, over prev) for the request's later
+// reads and its watchers, and answers it.
+func (a *applier) putDone(p *PutRequest, kv KeyValue, prev *KeyValue) *PutResult {
 	a.remember(kv.Key, &kv)
 	a.events = append(a.events, Event{Type: EventPut, KV: kv, PrevKV: prev})
 	res := &PutResult{}
 	if p.PrevKV {
 		res.PrevKV = prev
 	}
-	return res, nil
+	return res
 }
 
 func (a *applier) appendLog(kv *KeyValue, deleted bool, prevRev int64) error {
