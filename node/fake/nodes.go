@@ -41,26 +41,49 @@ func (s *Simulator) syncNode(ctx context.Context, name string) {
 		return
 	}
 	now := time.Now()
-	if dirty := n.statusDirty.Load(); dirty || now.Sub(n.lastStatus) >= s.opts.StatusInterval {
+	if dirty := n.statusDirty.Load(); dirty || s.statusDue(n, now) {
 		if err := s.writeNodeStatus(ctx, n, now, dirty); err != nil {
 			s.nodeError(ctx, n, "write status of", err)
 			return
 		}
 	}
-	if n.lease == nil || now.Sub(n.lease.Spec.RenewTime.Time) >= s.opts.RenewInterval-s.opts.RenewInterval/10 {
+	if s.leaseDue(n, now) {
 		if err := s.renewLease(ctx, n, now); err != nil {
 			s.nodeError(ctx, n, "renew lease of", err)
 			return
 		}
 	}
+	s.nodeQueue.AddAfter(name, time.Until(s.nextWake(n)))
+}
+
+// The heartbeats of a node are due on ticks (a 40th of the renew
+// interval): the renewals of nodes due close together go out together,
+// and the simulator wakes up 40 times per interval, not once per node.
+// A due time is rounded down to its tick both when the node is queued and
+// when it is checked, so a node woken for a heartbeat always sends it
+// (checking the exact time would find it not yet due and queue the node
+// again at once, until the time passed).
+func (s *Simulator) tick() time.Duration { return s.opts.RenewInterval / 40 }
+
+// statusDue: the periodic status write (every StatusInterval) is due.
+func (s *Simulator) statusDue(n *node, now time.Time) bool {
+	return !now.Before(n.lastStatus.Add(s.opts.StatusInterval).Truncate(s.tick()))
+}
+
+// leaseDue: the Lease is missing or due for renewal. A renewal up to a
+// tenth of the interval early is allowed, so a node woken early for its
+// status renews its Lease in the same visit.
+func (s *Simulator) leaseDue(n *node, now time.Time) bool {
+	return n.lease == nil || now.Sub(n.lease.Spec.RenewTime.Time) >= s.opts.RenewInterval-s.opts.RenewInterval/10
+}
+
+// nextWake is when a registered node next has a heartbeat due.
+func (s *Simulator) nextWake(n *node) time.Time {
 	next := n.lease.Spec.RenewTime.Add(s.opts.RenewInterval)
 	if st := n.lastStatus.Add(s.opts.StatusInterval); st.Before(next) {
 		next = st
 	}
-	// Due times are rounded down to a tick (a 40th of the interval), so
-	// that the renewals of nodes due close together go out together:
-	// the simulator wakes up 40 times per interval, not once per node.
-	s.nodeQueue.AddAfter(name, time.Until(next.Truncate(s.opts.RenewInterval/40)))
+	return next.Truncate(s.tick())
 }
 
 func (s *Simulator) nodeError(ctx context.Context, n *node, what string, err error) {
