@@ -23,6 +23,9 @@ const retryAfter = time.Second
 // writes its status when they are due, and queues it for the next time.
 func (s *Simulator) syncNode(ctx context.Context, name string) {
 	n := s.nodes[name]
+	if n.first.CompareAndSwap(true, false) {
+		defer func() { <-s.regSlots }()
+	}
 	if d := n.deletedUID.Swap(nil); d != nil && *d == n.uid {
 		n.registered, n.lease = false, nil
 	}

@@ -52,6 +52,8 @@ type Simulator struct {
 	kubeletVersion string
 	registered     atomic.Int64
 	allRegistered  chan struct{}
+	// regSlots bounds the first registrations in the node queue (see feed).
+	regSlots chan struct{}
 
 	// mu guards pods.
 	mu   sync.Mutex
@@ -70,6 +72,9 @@ type node struct {
 	lease       *coordv1.Lease
 	lastStatus  time.Time
 	statusDirty atomic.Bool
+	// first is set by feed: the node's first registration holds one of
+	// regSlots, given back by the sync that finds first set.
+	first atomic.Bool
 	// deletedUID is set by the node informer when the Node goes.
 	deletedUID atomic.Pointer[types.UID]
 
@@ -156,9 +161,8 @@ func (s *Simulator) Run(ctx context.Context) error {
 		return ctx.Err()
 	}
 	log.Info().Int("nodes", s.opts.Count).Str("prefix", s.opts.NamePrefix).Str("kubeletVersion", s.kubeletVersion).Msg("simulating nodes")
-	for _, name := range s.names {
-		s.nodeQueue.Add(name)
-	}
+	s.regSlots = make(chan struct{}, max(s.opts.NodeWorkers/2, 1))
+	wg.Go(func() { s.feed(ctx) })
 	for range s.opts.NodeWorkers {
 		wg.Go(func() { s.work(ctx, s.nodeQueue, s.syncNode) })
 	}
@@ -170,6 +174,27 @@ func (s *Simulator) Run(ctx context.Context) error {
 	s.podQueue.ShutDown()
 	log.Info().Msg("simulated nodes stopped (their Node objects stay)")
 	return nil
+}
+
+// feed queues the nodes for their first registration a few at a time:
+// at most half the node workers' worth are queued or registering at once,
+// so the Lease renewals of the nodes already registered always find a
+// worker soon. Queued all at once, thousands of registrations stood ahead
+// of every renewal: on a busy server the first nodes' Leases went
+// unrenewed for longer than the node-monitor grace period, the
+// node-lifecycle controller marked them NotReady and tainted them, and
+// the status writes that answered slowed the server further, until most
+// of 5,000 nodes were NotReady.
+func (s *Simulator) feed(ctx context.Context) {
+	for _, name := range s.names {
+		select {
+		case s.regSlots <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+		s.nodes[name].first.Store(true)
+		s.nodeQueue.Add(name)
+	}
 }
 
 // work drains q with sync until q shuts down.
