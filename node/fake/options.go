@@ -19,8 +19,13 @@ const (
 	DefaultLeaseDuration  = 40 * time.Second
 	DefaultRenewInterval  = 10 * time.Second
 	DefaultStatusInterval = 5 * time.Minute
-	DefaultNodeWorkers    = 16
-	DefaultPodWorkers     = 64
+	// DefaultNodeWorkers is as many as the pod workers: 5,000 nodes need
+	// 500 renewals a second, and with 16 workers a server busy with a
+	// burst of pod status writes (64 at a time) answered them too slowly:
+	// some Leases went unrenewed past the node-monitor grace period, and
+	// the node-lifecycle controller evicted those nodes' pods.
+	DefaultNodeWorkers = 64
+	DefaultPodWorkers  = 64
 	// DefaultCapacity is each node's capacity (and allocatable).
 	DefaultCapacity = "cpu=32,memory=256Gi,pods=110"
 	// DefaultNodeIPRange holds the nodes' InternalIPs, one per node in
