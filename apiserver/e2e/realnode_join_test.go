@@ -1,13 +1,12 @@
 package e2e
 
 import (
-	"bytes"
 	"net"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -37,33 +36,18 @@ func TestRealNode_Join(t *testing.T) {
 	t.Cleanup(func() { unmountUnder(t, agentDir) })
 	cidr := ""
 	t.Cleanup(func() { removeHostPodNetwork(t, cidr) }) // after the agent stops
-	agent := exec.Command(sqlkubeBin, append(join[1:], "--data-dir", agentDir, "--node-name", "e2e-second",
-		// Both nodes share the host's network namespace: one kube-proxy.
-		"--disable-kube-proxy", "--kubelet-arg=--port="+strconv.Itoa(port), "--log-format", "json")...)
-	var logs bytes.Buffer
-	agent.Stdout, agent.Stderr = &lockedWriter{w: &logs}, &lockedWriter{w: &logs}
-	if err := agent.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- agent.Wait() }()
-	t.Cleanup(func() {
-		_ = agent.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(stopTimeout):
-			_ = agent.Process.Kill()
-			<-done
-		}
-	})
-	t.Cleanup(func() {
+	// Both nodes share the host's network namespace: one kube-proxy.
+	common := []string{"--data-dir", agentDir, "--node-name", "e2e-second", "--disable-kube-proxy", "--kubelet-arg=--port=" + strconv.Itoa(port), "--log-format", "json"}
+	a := startAgent(t, "", append(append([]string{}, join[2:]...), common...)...)
+	removePods := func() {
 		// Pods go first, while the node still runs to remove them.
 		s.removeAllPods(t)
 		waitFor(t, 90*time.Second, "the joined node's runtime to be empty", func() bool {
 			out, _ := exec.Command("ctr", "--address", containerd.Socket(filepath.Join(agentDir, "containerd")), "-n", containerd.Namespace, "containers", "ls", "-q").Output()
 			return strings.TrimSpace(string(out)) == ""
 		})
-	})
+	}
+	t.Cleanup(removePods)
 
 	s.waitKubectl(t, k, "True", "get", "node", "e2e-second", "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
 	// Both of its certificates came through CSRs the cluster approved (the
@@ -97,6 +81,39 @@ spec:
 	}
 	s.waitKubectl(t, k, "on the second node", "logs", "joined")
 	if out := strings.TrimSpace(s.mustKubectl(t, k, "exec", "joined", "--", "hostname")); out != "joined" {
-		t.Errorf("exec on the second node: %q\n%s", out, logs.String())
+		t.Errorf("exec on the second node: %q\n%s", out, a.logs.String())
+	}
+
+	// `sqlkube node --kubeconfig F` with an existing node credential (the
+	// one the bootstrap gave, copied out of the data dir): the node comes
+	// back, keeps its running pod, and runs a new one.
+	cred, err := os.ReadFile(filepath.Join(agentDir, "node", "kubelet.kubeconfig"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	credFile := filepath.Join(t.TempDir(), "node.kubeconfig")
+	if err := os.WriteFile(credFile, cred, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a.stop(t)
+	a = startAgent(t, "", append([]string{"--kubeconfig", credFile}, common...)...)
+	t.Cleanup(removePods) // before this agent stops
+	s.mustKubectl(t, k, "apply", "-f", podManifest(t, `
+apiVersion: v1
+kind: Pod
+metadata: {name: joined-again}
+spec:
+  nodeSelector: {kubernetes.io/hostname: e2e-second}
+  terminationGracePeriodSeconds: 1
+  containers:
+  - {name: c, image: IMAGE, command: [sh, -c, "echo with a kubeconfig; sleep 3600"]}
+`))
+	s.mustKubectl(t, k, "wait", "--for=condition=Ready", "pod/joined-again", "--timeout=90s")
+	s.waitKubectl(t, k, "with a kubeconfig", "logs", "joined-again")
+	if out := strings.TrimSpace(s.mustKubectl(t, k, "exec", "joined", "--", "hostname")); out != "joined" {
+		t.Errorf("exec on the second node after its restart with --kubeconfig: %q\n%s", out, a.logs.String())
+	}
+	if restarts := s.mustKubectl(t, k, "get", "pod", "joined", "-o", "jsonpath={.status.containerStatuses[0].restartCount}"); restarts != "0" {
+		t.Errorf("pod joined restarted %s times across the node's restart", restarts)
 	}
 }
