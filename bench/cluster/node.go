@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/sqlkube/sqlkube/node/containerd"
 	"github.com/sqlkube/sqlkube/node/images"
 	"github.com/sqlkube/sqlkube/node/mounts"
 )
@@ -38,6 +39,8 @@ type NodeResult struct {
 	Idle, IdleContainerd IdleSample
 	Bare                 IdleSample
 	StartupWall          time.Duration
+	// Phases split Startup at the runtime's own times.
+	Phases StartupPhases
 }
 
 // Percentile of sorted latencies (q in 0..1).
@@ -161,8 +164,12 @@ func (s Setup) RunNode(ctx context.Context, pods, workers int, rate float64, idl
 	for name, t := range running {
 		res.Startup = append(res.Startup, t.Sub(created[name]))
 	}
-	mu.Unlock()
 	sort.Slice(res.Startup, func(i, j int) bool { return res.Startup[i] < res.Startup[j] })
+	res.Phases, err = startupPhases(ctx, containerd.Socket(filepath.Join(srv.DataDir, "containerd")), created, running)
+	mu.Unlock()
+	if err != nil {
+		return res, err
+	}
 	stopWatch()
 
 	// Idle with idlePods pods running.

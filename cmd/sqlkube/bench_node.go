@@ -45,6 +45,11 @@ func newBenchNodeCommand(lf *logFlags) *cobra.Command {
 				fmt.Fprintf(out, "run %d\tpod startup, %d pods (%d at a time, %g/s): p50 %v p90 %v p99 %v max %v; all Running %v after the first create\n",
 					run, len(r.Startup), workers, rate, cluster.Percentile(r.Startup, .5).Round(time.Millisecond), cluster.Percentile(r.Startup, .9).Round(time.Millisecond),
 					cluster.Percentile(r.Startup, .99).Round(time.Millisecond), r.Startup[len(r.Startup)-1].Round(time.Millisecond), r.StartupWall.Round(time.Millisecond))
+				q := func(d []time.Duration) string {
+					return fmt.Sprintf("p50 %v p99 %v", cluster.Percentile(d, .5).Round(time.Millisecond), cluster.Percentile(d, .99).Round(time.Millisecond))
+				}
+				fmt.Fprintf(out, "run %d\tstartup phases, %d pods, by the runtime's times: create → sandbox %s; sandbox → container created %s; created → started %s; started → Running seen %s\n",
+					run, len(r.Phases.Start), q(r.Phases.Kubelet), q(r.Phases.Sandbox), q(r.Phases.Start), q(r.Phases.Report))
 				fmt.Fprintf(out, "run %d\tidle, %d pods running: server+kubelet %.2f%% of a core, RSS %.0f MiB; containerd %.2f%%, RSS %.0f MiB; server without a node %.2f%%, RSS %.0f MiB\n",
 					run, r.IdlePods, pct(r.Idle), mib(r.Idle), pct(r.IdleContainerd), mib(r.IdleContainerd), pct(r.Bare), mib(r.Bare))
 			}
