@@ -305,7 +305,7 @@ func (s *Simulator) renewLease(ctx context.Context, n *node, now time.Time) erro
 		if err != nil {
 			return err
 		}
-		n.lease = got
+		n.lease = keepLease(got)
 		return nil
 	}
 	l := n.lease.DeepCopy()
@@ -315,8 +315,16 @@ func (s *Simulator) renewLease(ctx context.Context, n *node, now time.Time) erro
 		n.lease = nil // read (or create) it again next time
 		return err
 	}
-	n.lease = got
+	n.lease = keepLease(got)
 	return nil
+}
+
+// keepLease drops what the next renewal need not send: an update without
+// managedFields keeps the stored ones (the API server takes them from the
+// live object), so each renewal encodes, sends and keeps less.
+func keepLease(l *coordv1.Lease) *coordv1.Lease {
+	l.ManagedFields = nil
+	return l
 }
 
 func (s *Simulator) leaseObject(n *node, renew metav1.MicroTime) *coordv1.Lease {

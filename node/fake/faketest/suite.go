@@ -155,7 +155,13 @@ func Run(t *testing.T, cfg, admin *rest.Config, prefix string) {
 		if o := first.OwnerReferences; len(o) != 1 || o[0].Kind != "Node" || o[0].Name != node0 || o[0].UID != n.UID {
 			t.Errorf("ownerReferences %+v, want the Node %s", o, n.UID)
 		}
-		waitLease(t, ac, node0, func(l *coordv1.Lease) bool { return l.Spec.RenewTime.After(first.Spec.RenewTime.Time) })
+		// Two renewals later: the renewals send no managedFields, and the
+		// server keeps the stored ones.
+		second := waitLease(t, ac, node0, func(l *coordv1.Lease) bool { return l.Spec.RenewTime.After(first.Spec.RenewTime.Time) })
+		renewed := waitLease(t, ac, node0, func(l *coordv1.Lease) bool { return l.Spec.RenewTime.After(second.Spec.RenewTime.Time) })
+		if len(renewed.ManagedFields) == 0 || renewed.ManagedFields[0].Manager == "" {
+			t.Errorf("renewed lease's managedFields: %+v", renewed.ManagedFields)
+		}
 	})
 
 	t.Run("PodRuns", func(t *testing.T) {
