@@ -72,8 +72,11 @@ only manages nodes).`,
 				}
 				o.NodePrefix, o.CreateNodes = "bench-kwok-", true
 				o.NodeAnnotations = map[string]string{"kwok.x-k8s.io/node": "fake"}
+				// The kwok binary renews no Leases unless told their
+				// duration (kwokctl passes 40 s, the kubelet's default).
 				argv = []string{kwokBin, "--kubeconfig", kubeconfig, "--config", kwokConfig, "--v=WARN",
-					"--manage-all-nodes=false", "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake"}
+					"--manage-all-nodes=false", "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+					"--node-lease-duration-seconds=40"}
 			default:
 				return fmt.Errorf("--simulator %q: want sqlkube or kwok", simulator)
 			}
