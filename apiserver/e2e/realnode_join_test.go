@@ -48,6 +48,21 @@ func TestRealNode_Join(t *testing.T) {
 		})
 	}
 	t.Cleanup(removePods)
+	// runOnSecondNode runs pod name on e2e-second, printing msg, until Ready.
+	runOnSecondNode := func(name, msg string) {
+		t.Helper()
+		s.mustKubectl(t, k, "apply", "-f", podManifest(t, `
+apiVersion: v1
+kind: Pod
+metadata: {name: `+name+`}
+spec:
+  nodeSelector: {kubernetes.io/hostname: e2e-second}
+  terminationGracePeriodSeconds: 1
+  containers:
+  - {name: c, image: IMAGE, command: [sh, -c, "echo `+msg+`; sleep 3600"]}
+`))
+		s.mustKubectl(t, k, "wait", "--for=condition=Ready", "pod/"+name, "--timeout=90s")
+	}
 
 	s.waitKubectl(t, k, "True", "get", "node", "e2e-second", "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
 	// Both of its certificates came through CSRs the cluster approved (the
@@ -60,17 +75,7 @@ func TestRealNode_Join(t *testing.T) {
 	if out, err := exec.Command(sqlkubeBin, "images", "import", "--data-dir", agentDir, writeTestImage(t)).CombinedOutput(); err != nil {
 		t.Fatalf("images import into the joined node: %v\n%s", err, out)
 	}
-	s.mustKubectl(t, k, "apply", "-f", podManifest(t, `
-apiVersion: v1
-kind: Pod
-metadata: {name: joined}
-spec:
-  nodeSelector: {kubernetes.io/hostname: e2e-second}
-  terminationGracePeriodSeconds: 1
-  containers:
-  - {name: c, image: IMAGE, command: [sh, -c, "echo on the second node; sleep 3600"]}
-`))
-	s.mustKubectl(t, k, "wait", "--for=condition=Ready", "pod/joined", "--timeout=90s")
+	runOnSecondNode("joined", "on the second node")
 	cidr = s.mustKubectl(t, k, "get", "node", "e2e-second", "-o", "jsonpath={.spec.podCIDR}")
 	_, podNet, err := net.ParseCIDR(cidr)
 	if err != nil {
@@ -98,17 +103,7 @@ spec:
 	a.stop(t)
 	a = startAgent(t, "", append([]string{"--kubeconfig", credFile}, common...)...)
 	t.Cleanup(removePods) // before this agent stops
-	s.mustKubectl(t, k, "apply", "-f", podManifest(t, `
-apiVersion: v1
-kind: Pod
-metadata: {name: joined-again}
-spec:
-  nodeSelector: {kubernetes.io/hostname: e2e-second}
-  terminationGracePeriodSeconds: 1
-  containers:
-  - {name: c, image: IMAGE, command: [sh, -c, "echo with a kubeconfig; sleep 3600"]}
-`))
-	s.mustKubectl(t, k, "wait", "--for=condition=Ready", "pod/joined-again", "--timeout=90s")
+	runOnSecondNode("joined-again", "with a kubeconfig")
 	s.waitKubectl(t, k, "with a kubeconfig", "logs", "joined-again")
 	if out := strings.TrimSpace(s.mustKubectl(t, k, "exec", "joined", "--", "hostname")); out != "joined" {
 		t.Errorf("exec on the second node after its restart with --kubeconfig: %q\n%s", out, a.logs.String())
