@@ -3,12 +3,13 @@ package cluster
 import (
 	"context"
 	"fmt"
-	"sort"
+	"slices"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	kubetypes "k8s.io/kubelet/pkg/types"
 )
 
 // StartupPhases splits pod startup at the times the runtime recorded:
@@ -32,7 +33,7 @@ func startupPhases(ctx context.Context, socket string, created, running map[stri
 	}
 	defer conn.Close()
 	rt := runtimeapi.NewRuntimeServiceClient(conn)
-	ns := map[string]string{"io.kubernetes.pod.namespace": "default"}
+	ns := map[string]string{kubetypes.KubernetesPodNamespaceLabel: "default"}
 	sbs, err := rt.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{Filter: &runtimeapi.PodSandboxFilter{LabelSelector: ns}})
 	if err != nil {
 		return ph, fmt.Errorf("CRI ListPodSandbox: %w", err)
@@ -46,7 +47,7 @@ func startupPhases(ctx context.Context, socket string, created, running map[stri
 		return ph, fmt.Errorf("CRI ListContainers: %w", err)
 	}
 	for _, c := range cs.Containers {
-		pod := c.Labels["io.kubernetes.pod.name"]
+		pod := c.Labels[kubetypes.KubernetesPodNameLabel]
 		sb, ok1 := sandboxAt[pod]
 		c0, ok2 := created[pod]
 		r, ok3 := running[pod]
@@ -67,7 +68,7 @@ func startupPhases(ctx context.Context, socket string, created, running map[stri
 		ph.Report = append(ph.Report, r.Sub(started))
 	}
 	for _, d := range [][]time.Duration{ph.Kubelet, ph.Sandbox, ph.Start, ph.Report} {
-		sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
+		slices.Sort(d)
 	}
 	return ph, nil
 }
