@@ -39,7 +39,7 @@ func NewFieldManagers(defs map[string]*spec.Schema) (*FieldManagers, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &FieldManagers{converter: tc, byKey: map[string]*managedfields.FieldManager{}}, nil
+	return &FieldManagers{converter: registry.SkipManagedFields(tc), byKey: map[string]*managedfields.FieldManager{}}, nil
 }
 
 func (f *FieldManagers) get(r *registry.Resource, subresource string) (*managedfields.FieldManager, error) {

@@ -41,7 +41,7 @@ func (f *CustomFieldManagers) Get(subresource string) (*managedfields.FieldManag
 		return fm, nil
 	}
 	if f.converter == nil {
-		f.converter = f.typeConverter()
+		f.converter = SkipManagedFields(f.typeConverter())
 	}
 	conv := unstructuredConvertor{cr: f.r.Custom}
 	fm, err := managedfields.NewDefaultCRDFieldManager(f.converter, conv, conv, conv, f.r.GVK, f.r.GroupVersion(), subresource, nil)
