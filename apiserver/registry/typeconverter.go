@@ -64,14 +64,8 @@ func withoutManagedFields(obj runtime.Object) runtime.Object {
 	}
 	c := reflect.New(v.Elem().Type())
 	c.Elem().Set(v.Elem())
-	cp, ok := c.Interface().(runtime.Object)
-	if !ok {
-		return obj
-	}
-	cacc, err := meta.Accessor(cp)
-	if err != nil {
-		return obj
-	}
+	cp := c.Interface().(runtime.Object) // the same pointer type as obj
+	cacc, _ := meta.Accessor(cp)         // as acc, it has an ObjectMeta
 	cacc.SetManagedFields(nil)
 	return cp
 }

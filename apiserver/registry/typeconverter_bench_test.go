@@ -7,9 +7,11 @@ import (
 	"github.com/sqlkube/sqlkube/apiserver/openapi"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	apiresource "k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/managedfields"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
@@ -41,36 +43,33 @@ func BenchmarkFieldManager_Update(b *testing.B) {
 
 	for _, w := range []struct {
 		name        string
-		gvk         string
+		gvk         schema.GroupVersionKind
 		subresource string
 		live, next  func() runtime.Object
-		manager     string
 	}{
-		{"lease-renewal", "Lease", "", func() runtime.Object { return benchLease(100) }, func() runtime.Object { return benchLease(110) }, "sqlkube"},
-		{"pod-status-running", "Pod", "status", func() runtime.Object { return benchPodPending() }, func() runtime.Object { return benchPodRunning() }, "sqlkube"},
+		{"lease-renewal", coordinationv1.SchemeGroupVersion.WithKind("Lease"), "",
+			func() runtime.Object { return benchLease(100) }, func() runtime.Object { return benchLease(110) }},
+		{"pod-status-running", corev1.SchemeGroupVersion.WithKind("Pod"), "status",
+			func() runtime.Object { return benchPodPending() }, func() runtime.Object { return benchPodRunning() }},
 	} {
 		for _, c := range converters {
 			b.Run(w.name+"/"+c.name, func(b *testing.B) {
-				gvk := corev1.SchemeGroupVersion.WithKind(w.gvk)
-				if w.gvk == "Lease" {
-					gvk = coordinationv1.SchemeGroupVersion.WithKind(w.gvk)
-				}
 				s := clientgoscheme.Scheme
-				fm, err := managedfields.NewDefaultFieldManager(c.tc, s, s, s, gvk, gvk.GroupVersion(), w.subresource, nil)
+				fm, err := managedfields.NewDefaultFieldManager(c.tc, s, s, s, w.gvk, w.gvk.GroupVersion(), w.subresource, nil)
 				if err != nil {
 					b.Fatal(err)
 				}
 				live := w.live()
-				if len(mustAccessorManaged(b, live)) == 0 {
+				if len(managedFieldsOf(b, live)) == 0 {
 					b.Fatal("the live object should carry managedFields")
 				}
 				b.ReportAllocs()
 				for b.Loop() {
-					out, err := fm.Update(live, w.next(), w.manager)
+					out, err := fm.Update(live, w.next(), "sqlkube")
 					if err != nil {
 						b.Fatal(err)
 					}
-					if len(mustAccessorManaged(b, out)) == 0 {
+					if len(managedFieldsOf(b, out)) == 0 {
 						b.Fatal("no managedFields tracked")
 					}
 				}
@@ -79,16 +78,13 @@ func BenchmarkFieldManager_Update(b *testing.B) {
 	}
 }
 
-func mustAccessorManaged(b *testing.B, obj runtime.Object) []metav1.ManagedFieldsEntry {
+func managedFieldsOf(b *testing.B, obj runtime.Object) []metav1.ManagedFieldsEntry {
 	b.Helper()
-	switch o := obj.(type) {
-	case *coordinationv1.Lease:
-		return o.ManagedFields
-	case *corev1.Pod:
-		return o.ManagedFields
+	acc, err := meta.Accessor(obj)
+	if err != nil {
+		b.Fatal(err)
 	}
-	b.Fatalf("unexpected %T", obj)
-	return nil
+	return acc.GetManagedFields()
 }
 
 func fieldsV1(s string) *metav1.FieldsV1 { return &metav1.FieldsV1{Raw: []byte(s)} }
