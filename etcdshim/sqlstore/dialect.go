@@ -40,6 +40,9 @@ type dialect struct {
 	// its own (go-sqlite3 copies each BLOB out of SQLite), so a value
 	// scanned as sql.RawBytes may be kept without a second copy.
 	ownsBytes bool
+	// batchGets coalesces concurrent single-key reads into one statement
+	// (see getBatcher): worth it where a statement is a round trip.
+	batchGets bool
 }
 
 func identity(s string) string { return s }
@@ -88,6 +91,7 @@ var postgresDialect = dialect{
 	writeTx:      &sql.TxOptions{Isolation: sql.LevelReadCommitted},
 	pollInterval: time.Second,
 	rebind:       dollarRebind,
+	batchGets:    true,
 	// The statements of a WITH see one snapshot, so prev is the row before
 	// the put; the log row takes the written row's create revision and
 	// version from the INSERT's RETURNING.
@@ -117,4 +121,5 @@ var mysqlDialect = dialect{
 	writeTx:      &sql.TxOptions{Isolation: sql.LevelReadCommitted},
 	pollInterval: 100 * time.Millisecond,
 	rebind:       identity,
+	batchGets:    true,
 }

@@ -84,8 +84,45 @@ func (s *Store) Range(ctx context.Context, req RangeRequest) (*RangeResult, erro
 
 // getCurrent reads one key at the current revision in a single statement,
 // which sees one snapshot on every database: the most common read needs no
-// transaction.
+// transaction. Where a statement is a round trip to a server, concurrent
+// gets share one (see getBatcher).
 func (s *Store) getCurrent(ctx context.Context, req RangeRequest) (*RangeResult, error) {
+	var (
+		rev   int64
+		found *KeyValue
+		err   error
+	)
+	if s.gets != nil {
+		rev, found, err = s.gets.get(ctx, req.Key)
+	} else {
+		rev, found, err = s.getOne(ctx, req.Key)
+	}
+	if err != nil {
+		return nil, err
+	}
+	res := &RangeResult{Revision: rev}
+	if found == nil {
+		return res, nil
+	}
+	res.Count = 1
+	kv := *found
+	if (req.MinModRevision > 0 && kv.ModRevision < req.MinModRevision) || (req.MaxModRevision > 0 && kv.ModRevision > req.MaxModRevision) ||
+		(req.MinCreateRevision > 0 && kv.CreateRevision < req.MinCreateRevision) || (req.MaxCreateRevision > 0 && kv.CreateRevision > req.MaxCreateRevision) {
+		return res, nil
+	}
+	if req.CountOnly {
+		return res, nil
+	}
+	if req.KeysOnly || len(kv.Value) == 0 {
+		kv.Value = nil
+	}
+	res.KVs = []KeyValue{kv}
+	return res, nil
+}
+
+// getOne reads one key and the current revision in one statement; kv is
+// nil when the key is absent.
+func (s *Store) getOne(ctx context.Context, key []byte) (int64, *KeyValue, error) {
 	start := time.Now()
 	defer func() { s.metrics.sqlDuration.WithLabelValues("read").Observe(time.Since(start).Seconds()) }()
 	var (
@@ -94,30 +131,15 @@ func (s *Store) getCurrent(ctx context.Context, req RangeRequest) (*RangeResult,
 		create, mod, version, leaseID sql.NullInt64
 	)
 	err := s.c.read.QueryRowContext(ctx, s.q(`SELECT m.val, c.name, c.create_revision, c.mod_revision, c.version, c.lease, c.val
- FROM kv_meta m LEFT JOIN kv_current c ON c.name = ? WHERE m.name = 'revision'`), req.Key).
+ FROM kv_meta m LEFT JOIN kv_current c ON c.name = ? WHERE m.name = 'revision'`), key).
 		Scan(&rev, &name, &create, &mod, &version, &leaseID, &val)
 	if err != nil {
-		return nil, fmt.Errorf("sqlstore: get: %w", err)
+		return 0, nil, fmt.Errorf("sqlstore: get: %w", err)
 	}
-	res := &RangeResult{Revision: rev}
 	if !mod.Valid {
-		return res, nil
+		return rev, nil, nil
 	}
-	kv := KeyValue{Key: name, CreateRevision: create.Int64, ModRevision: mod.Int64, Version: version.Int64, Lease: leaseID.Int64}
-	if (req.MinModRevision > 0 && kv.ModRevision < req.MinModRevision) || (req.MaxModRevision > 0 && kv.ModRevision > req.MaxModRevision) ||
-		(req.MinCreateRevision > 0 && kv.CreateRevision < req.MinCreateRevision) || (req.MaxCreateRevision > 0 && kv.CreateRevision > req.MaxCreateRevision) {
-		res.Count = 1
-		return res, nil
-	}
-	res.Count = 1
-	if req.CountOnly {
-		return res, nil
-	}
-	if !req.KeysOnly && len(val) > 0 {
-		kv.Value = val
-	}
-	res.KVs = []KeyValue{kv}
-	return res, nil
+	return rev, &KeyValue{Key: name, CreateRevision: create.Int64, ModRevision: mod.Int64, Version: version.Int64, Lease: leaseID.Int64, Value: val}, nil
 }
 
 // filtered reports a range whose revision filters drop rows after they

@@ -74,6 +74,8 @@ type Store struct {
 
 	writeCh chan *writeReq
 	hub     *hub
+	// gets, where set, coalesces concurrent single-key reads.
+	gets *getBatcher
 
 	// seenRev and seenCompacted are the highest current and compacted
 	// revisions this process has committed or read (see KnownRevisions).
@@ -118,6 +120,9 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("sqlstore: read revision: %w", err)
 	}
 	s.hub = newHub(rev, opts.WatchCacheSize)
+	if s.d.batchGets {
+		s.gets = &getBatcher{s: s}
+	}
 	s.saw(rev, compacted)
 	s.metrics.setRevisions(rev, compacted)
 	s.metrics.observeSize(s)
