@@ -43,6 +43,13 @@ type dialect struct {
 	// batchGets coalesces concurrent single-key reads into one statement
 	// (see getBatcher): worth it where a statement is a round trip.
 	batchGets bool
+	// readAhead reads the rows of every key a write batch names in one
+	// statement (see applier.readAhead).
+	readAhead bool
+	// upsertRows, if set, makes the writer defer its row writes and send
+	// them as multi-row statements (see applier.flush): it ends an INSERT
+	// into kv_current so that a row replaces the key's.
+	upsertRows string
 }
 
 func identity(s string) string { return s }
@@ -92,6 +99,7 @@ var postgresDialect = dialect{
 	pollInterval: time.Second,
 	rebind:       dollarRebind,
 	batchGets:    true,
+	readAhead:    true,
 	// The statements of a WITH see one snapshot, so prev is the row before
 	// the put; the log row takes the written row's create revision and
 	// version from the INSERT's RETURNING.
@@ -122,4 +130,7 @@ var mysqlDialect = dialect{
 	pollInterval: 100 * time.Millisecond,
 	rebind:       identity,
 	batchGets:    true,
+	readAhead:    true,
+	upsertRows: ` ON DUPLICATE KEY UPDATE create_revision = VALUES(create_revision), mod_revision = VALUES(mod_revision),
+ version = VALUES(version), lease = VALUES(lease), val = VALUES(val)`,
 }

@@ -89,7 +89,7 @@ func (a *applier) revoke(id int64, onlyExpired bool) error {
 	if onlyExpired && expiresAt > now() {
 		return nil
 	}
-	kvs, err := scanKVs(a.ctx, a.qx, a.s.q(`SELECT name, create_revision, mod_revision, version, lease, val FROM kv_current WHERE lease = ? ORDER BY name`), []any{id})
+	kvs, err := a.scanKVsFlushed(a.s.q(`SELECT name, create_revision, mod_revision, version, lease, val FROM kv_current WHERE lease = ? ORDER BY name`), []any{id})
 	if err != nil {
 		return err
 	}

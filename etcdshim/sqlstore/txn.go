@@ -13,7 +13,7 @@ func (s *Store) Put(ctx context.Context, req PutRequest) (*PutResult, int64, err
 	if err := checkKey(req.Key); err != nil {
 		return nil, 0, err
 	}
-	val, rev, err := s.write(ctx, func(a *applier) (any, error) { return a.put(&req) })
+	val, rev, err := s.writeKeys(ctx, [][]byte{req.Key}, func(a *applier) (any, error) { return a.put(&req) })
 	if err != nil {
 		return nil, rev, err
 	}
@@ -55,13 +55,33 @@ func (s *Store) Txn(ctx context.Context, req *TxnRequest) (*TxnResult, error) {
 		})
 		return res, err
 	}
-	val, rev, err := s.write(ctx, func(a *applier) (any, error) { return a.txn(req) })
+	val, rev, err := s.writeKeys(ctx, txnKeys(nil, req), func(a *applier) (any, error) { return a.txn(req) })
 	if err != nil {
 		return nil, err
 	}
 	res := val.(*TxnResult)
 	res.Revision = rev
 	return res, nil
+}
+
+// txnKeys appends the keys a txn compares or puts by name to keys.
+func txnKeys(keys [][]byte, req *TxnRequest) [][]byte {
+	for _, c := range req.Compare {
+		if len(c.End) == 0 {
+			keys = append(keys, c.Key)
+		}
+	}
+	for _, ops := range [][]Op{req.Success, req.Failure} {
+		for _, op := range ops {
+			switch {
+			case op.Put != nil:
+				keys = append(keys, op.Put.Key)
+			case op.Txn != nil:
+				keys = txnKeys(keys, op.Txn)
+			}
+		}
+	}
+	return keys
 }
 
 func checkKey(key []byte) error {
@@ -198,7 +218,9 @@ func (a *applier) txn(req *TxnRequest) (*TxnResult, error) {
 		var err error
 		switch {
 		case op.Range != nil:
-			r.Range, err = a.s.rangeAt(a.ctx, a.qx, *op.Range, a.readRevision(), a.compacted)
+			if err = a.flush(); err == nil {
+				r.Range, err = a.s.rangeAt(a.ctx, a.qx, *op.Range, a.readRevision(), a.compacted)
+			}
 		case op.Put != nil:
 			r.Put, err = a.put(op.Put)
 		case op.Delete != nil:
@@ -232,7 +254,7 @@ func (a *applier) compare(c Compare) (bool, error) {
 	} else if !kr.empty() {
 		w, args := kr.where("name", nil)
 		var err error
-		kvs, err = scanKVs(a.ctx, a.qx, a.s.q(`SELECT name, create_revision, mod_revision, version, lease, val FROM kv_current WHERE `+w), args)
+		kvs, err = a.scanKVsFlushed(a.s.q(`SELECT name, create_revision, mod_revision, version, lease, val FROM kv_current WHERE `+w), args)
 		if err != nil {
 			return false, err
 		}
@@ -311,7 +333,7 @@ func (a *applier) leaseExists(id int64) (bool, error) {
 }
 
 func (a *applier) put(p *PutRequest) (*PutResult, error) {
-	if a.s.d.upsertPut != "" && !p.IgnoreValue && !p.IgnoreLease {
+	if a.s.d.upsertPut != "" && a.deferred == nil && !p.IgnoreValue && !p.IgnoreLease {
 		return a.upsert(p)
 	}
 	prev, err := a.current(p.Key)
@@ -343,9 +365,14 @@ func (a *applier) put(p *PutRequest) (*PutResult, error) {
 		kv.CreateRevision = prev.CreateRevision
 		kv.Version = prev.Version + 1
 		prevRev = prev.ModRevision
+	}
+	switch {
+	case a.deferred != nil:
+		a.deferred.putCurrent(kv)
+	case prev != nil:
 		_, err = a.qx.ExecContext(a.ctx, a.s.q(`UPDATE kv_current SET mod_revision = ?, version = ?, lease = ?, val = ? WHERE name = ?`),
 			kv.ModRevision, kv.Version, kv.Lease, kv.Value, kv.Key)
-	} else {
+	default:
 		_, err = a.qx.ExecContext(a.ctx, a.s.q(`INSERT INTO kv_current (name, create_revision, mod_revision, version, lease, val) VALUES (?, ?, ?, ?, ?, ?)`),
 			kv.Key, kv.CreateRevision, kv.ModRevision, kv.Version, kv.Lease, kv.Value)
 	}
@@ -422,6 +449,11 @@ func (a *applier) appendLog(kv *KeyValue, deleted bool, prevRev int64) error {
 		del = 1
 	}
 	a.sub++
+	if a.deferred != nil {
+		a.deferred.log = append(a.deferred.log, logRow{rev: kv.ModRevision, sub: int64(a.sub), name: kv.Key, deleted: del,
+			create: kv.CreateRevision, version: kv.Version, lease: kv.Lease, prev: prevRev, val: kv.Value})
+		return nil
+	}
 	_, err := a.qx.ExecContext(a.ctx, a.s.q(`INSERT INTO kv_log (revision, sub, name, deleted, create_revision, version, lease, prev_revision, val) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`),
 		kv.ModRevision, a.sub, kv.Key, del, kv.CreateRevision, kv.Version, kv.Lease, prevRev, nonNil(kv.Value))
 	if err != nil {
@@ -444,7 +476,7 @@ func (a *applier) deleteRange(d *DeleteRequest) (*DeleteResult, error) {
 		return res, nil
 	}
 	w, args := kr.where("name", nil)
-	kvs, err := scanKVs(a.ctx, a.qx, a.s.q(`SELECT name, create_revision, mod_revision, version, lease, val FROM kv_current WHERE `+w+` ORDER BY name`), args)
+	kvs, err := a.scanKVsFlushed(a.s.q(`SELECT name, create_revision, mod_revision, version, lease, val FROM kv_current WHERE `+w+` ORDER BY name`), args)
 	if err != nil {
 		return nil, err
 	}

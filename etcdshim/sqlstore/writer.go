@@ -12,7 +12,11 @@ import (
 // batch's transaction; it must return a logical error (see isLogical) only
 // before it has written anything.
 type writeReq struct {
-	ctx   context.Context
+	ctx context.Context
+	// keys are keys apply reads or writes by name: where the dialect reads
+	// ahead (dialect.readAhead), the batch reads all their rows in one
+	// statement.
+	keys  [][]byte
 	apply func(a *applier) (any, error)
 	done  chan writeResult
 }
@@ -44,7 +48,12 @@ func (e *retryAloneError) Unwrap() error { return e.err }
 
 // write queues fn for the writer and waits for its result.
 func (s *Store) write(ctx context.Context, fn func(a *applier) (any, error)) (any, int64, error) {
-	r := &writeReq{ctx: ctx, apply: fn, done: make(chan writeResult, 1)}
+	return s.writeKeys(ctx, nil, fn)
+}
+
+// writeKeys is write for a request that reads or writes keys by name.
+func (s *Store) writeKeys(ctx context.Context, keys [][]byte, fn func(a *applier) (any, error)) (any, int64, error) {
+	r := &writeReq{ctx: ctx, keys: keys, apply: fn, done: make(chan writeResult, 1)}
 	s.closeMu.Lock()
 	if s.closed {
 		s.closeMu.Unlock()
@@ -134,6 +143,18 @@ func (s *Store) applyBatch(batch []*writeReq) ([]writeResult, error) {
 	}
 	first := rev
 	a := &applier{s: s, ctx: ctx, qx: tx, rev: rev, compacted: compacted, writable: true}
+	if s.d.readAhead {
+		a.keepKnown = true
+		if err := a.readAhead(batch); err != nil {
+			return nil, err
+		}
+	}
+	if s.d.upsertRows != "" {
+		// Deferred rows are read back from known, so it must last as
+		// long as they do.
+		a.keepKnown = true
+		a.deferred = &deferred{}
+	}
 	results := make([]writeResult, len(batch))
 	var events []Event
 	for i, r := range batch {
@@ -158,6 +179,9 @@ func (s *Store) applyBatch(batch []*writeReq) ([]writeResult, error) {
 			events = append(events, a.events...)
 		}
 		results[i] = writeResult{val: val, rev: a.rev}
+	}
+	if err := a.flush(); err != nil {
+		return nil, err
 	}
 	if a.rev != first {
 		if _, err := tx.ExecContext(ctx, s.q(`UPDATE kv_meta SET val = ? WHERE name = 'revision'`), a.rev); err != nil {
@@ -205,14 +229,20 @@ type applier struct {
 	// known holds the live rows of keys the current request has read or
 	// written, nil for a key known to be absent: a Txn that compares a
 	// key's revision and then puts it (every create and update
-	// kube-apiserver sends) reads the row once.
-	known map[string]*KeyValue
+	// kube-apiserver sends) reads the row once. With keepKnown it holds
+	// them for the whole batch (see readAhead).
+	known     map[string]*KeyValue
+	keepKnown bool
+	// deferred, if set, holds writes not yet sent (see flush).
+	deferred *deferred
 }
 
 func (a *applier) beginRequest() {
 	a.sub = 0
 	a.events = a.events[:0:0]
-	clear(a.known)
+	if !a.keepKnown {
+		clear(a.known)
+	}
 }
 
 // remember records kv (nil: absent) as key's live row in the current
