@@ -13,8 +13,9 @@ import (
 // Everything else is portable SQL written with '?' placeholders and rebound.
 type dialect struct {
 	name migrations.Dialect
-	// lockRevision reads the revision counter and locks it until commit, so
-	// writers on every instance take revisions one after another.
+	// lockRevision reads the revision counter and the compacted revision
+	// and locks both until commit, so writers on every instance take
+	// revisions one after another: one statement, one round trip.
 	lockRevision string
 	// compact removes history superseded at or below a revision (args: rev, rev).
 	compact string
@@ -71,12 +72,16 @@ func dollarRebind(s string) string {
 	return b.String()
 }
 
+// lockRevisions reads the revision and the compacted revision; FOR UPDATE
+// locks both rows.
+const lockRevisions = `SELECT r.val, c.val FROM kv_meta r, kv_meta c WHERE r.name = 'revision' AND c.name = 'compact_revision'`
+
 const portableCompact = `DELETE FROM kv_log WHERE revision <= ? AND (deleted = 1 OR revision <
  (SELECT MAX(l2.revision) FROM kv_log l2 WHERE l2.name = kv_log.name AND l2.revision <= ?))`
 
 var sqliteDialect = dialect{
 	name:         migrations.SQLite,
-	lockRevision: `SELECT val FROM kv_meta WHERE name = 'revision'`,
+	lockRevision: lockRevisions,
 	compact:      portableCompact,
 	size:         `SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size()`,
 	defrag:       []string{`PRAGMA wal_checkpoint(TRUNCATE)`, `VACUUM`, `PRAGMA wal_checkpoint(TRUNCATE)`},
@@ -89,7 +94,7 @@ var sqliteDialect = dialect{
 
 var postgresDialect = dialect{
 	name:         migrations.Postgres,
-	lockRevision: `SELECT val FROM kv_meta WHERE name = 'revision' FOR UPDATE`,
+	lockRevision: lockRevisions + ` FOR UPDATE`,
 	compact:      portableCompact,
 	size:         `SELECT pg_database_size(current_database())`,
 	defrag:       []string{`VACUUM FULL kv_log`, `VACUUM FULL kv_current`, `VACUUM FULL leases`},
@@ -118,7 +123,7 @@ SELECT create_revision, mod_revision, version, lease, val FROM prev`,
 
 var mysqlDialect = dialect{
 	name:         migrations.MySQL,
-	lockRevision: `SELECT val FROM kv_meta WHERE name = 'revision' FOR UPDATE`,
+	lockRevision: lockRevisions + ` FOR UPDATE`,
 	// MySQL cannot name the target table in a subquery of DELETE; a derived
 	// table is materialized first, so it may.
 	compact: `DELETE l FROM kv_log l JOIN (SELECT name, MAX(revision) AS top FROM kv_log

@@ -37,8 +37,8 @@ func OpenImport(ctx context.Context, dsn string, force bool) (*Import, error) {
 		return nil, fmt.Errorf("sqlstore: begin import: %w", err)
 	}
 	im := &Import{c: c, tx: tx}
-	var rev int64
-	if err := tx.QueryRowContext(ctx, c.d.lockRevision).Scan(&rev); err != nil {
+	var rev, compacted int64
+	if err := tx.QueryRowContext(ctx, c.d.lockRevision).Scan(&rev, &compacted); err != nil {
 		im.Close()
 		return nil, fmt.Errorf("sqlstore: import: lock revision: %w", err)
 	}

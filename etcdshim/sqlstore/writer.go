@@ -135,11 +135,8 @@ func (s *Store) applyBatch(batch []*writeReq) ([]writeResult, error) {
 	defer tx.Rollback() //nolint:errcheck // after Commit it is a no-op
 
 	var rev, compacted int64
-	if err := tx.QueryRowContext(ctx, s.d.lockRevision).Scan(&rev); err != nil {
+	if err := tx.QueryRowContext(ctx, s.d.lockRevision).Scan(&rev, &compacted); err != nil {
 		return nil, fmt.Errorf("sqlstore: lock revision: %w", err)
-	}
-	if err := tx.QueryRowContext(ctx, `SELECT val FROM kv_meta WHERE name = 'compact_revision'`).Scan(&compacted); err != nil {
-		return nil, fmt.Errorf("sqlstore: read compact revision: %w", err)
 	}
 	first := rev
 	a := &applier{s: s, ctx: ctx, qx: tx, rev: rev, compacted: compacted, writable: true}
