@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -12,8 +13,8 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5"
-	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
-	_ "github.com/mattn/go-sqlite3"    // registers the "sqlite3" database/sql driver
+	"github.com/jackc/pgx/v5/stdlib"
+	_ "github.com/mattn/go-sqlite3" // registers the "sqlite3" database/sql driver
 
 	"github.com/sqlkube/sqlkube/migrations"
 )
@@ -188,10 +189,16 @@ func openPostgres(ctx context.Context, dsn string) (*conns, error) {
 	if err := createPostgresDatabase(ctx, dsn, cfg.Database); err != nil {
 		return nil, err
 	}
-	db, err := sql.Open("pgx", dsn)
-	if err != nil {
-		return nil, fmt.Errorf("sqlstore: open postgres: %w", err)
+	if dial := cfg.DialFunc; dial != nil {
+		cfg.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			conn, err := dial(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return buffered(conn), nil
+		}
 	}
+	db := stdlib.OpenDB(*cfg)
 	db.SetMaxOpenConns(32)
 	db.SetMaxIdleConns(16)
 	return &conns{
@@ -265,10 +272,15 @@ func openMySQL(ctx context.Context, dsn string) (*conns, error) {
 	// whose characters may end in a quote or backslash byte (gbk, sjis,
 	// big5): a DSN that names another charset keeps prepared statements.
 	cfg.InterpolateParams = interpolationSafe(dsn)
-	db, err := sql.Open("mysql", cfg.FormatDSN())
+	switch cfg.Net {
+	case "tcp", "tcp4", "tcp6", "unix":
+		cfg.DialFunc = dialBuffered
+	}
+	connector, err := mysql.NewConnector(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("sqlstore: open mysql: %w", err)
 	}
+	db := sql.OpenDB(connector)
 	db.SetMaxOpenConns(32)
 	db.SetMaxIdleConns(16)
 	mcfg := cfg.Clone()
