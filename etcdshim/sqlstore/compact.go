@@ -33,33 +33,54 @@ func (s *Store) Compact(ctx context.Context, rev int64) (int64, error) {
 }
 
 // removeHistory deletes log rows superseded at or below rev, in steps so
-// no transaction grows large.
+// no transaction grows large. It logs how long each phase held the
+// writer's connection (on SQLite the writer's batches wait for it).
 func (s *Store) removeHistory(ctx context.Context, rev int64) error {
 	const step = 10000
 	var lo int64
 	if err := s.c.read.QueryRowContext(ctx, `SELECT COALESCE(MIN(revision), 0) FROM kv_log`).Scan(&lo); err != nil {
 		return fmt.Errorf("sqlstore: compact: %w", err)
 	}
+	var (
+		steps, removed    int64
+		deleting, longest time.Duration
+	)
 	for upTo := min(lo+step, rev); ; upTo = min(upTo+step, rev) {
 		// Superseded at upTo means superseded at rev too: a newer version
 		// at or below upTo is at or below rev.
-		if _, err := s.c.write.ExecContext(ctx, s.q(s.d.compact), upTo, upTo); err != nil {
+		start := time.Now()
+		res, err := s.c.write.ExecContext(ctx, s.q(s.d.compact), upTo, upTo)
+		if err != nil {
 			return fmt.Errorf("sqlstore: compact: %w", err)
+		}
+		took := time.Since(start)
+		deleting += took
+		longest = max(longest, took)
+		steps++
+		if n, err := res.RowsAffected(); err == nil {
+			removed += n
 		}
 		if upTo >= rev {
 			break
 		}
 	}
+	var vacuum, checkpoint time.Duration
 	if s.d.name == "sqlite" {
 		// incremental_vacuum frees one page per step, so it is run as a
 		// query and stepped to the end; Exec would step it once.
+		start := time.Now()
 		if err := drain(ctx, s.c.write, `PRAGMA incremental_vacuum`); err != nil {
 			return fmt.Errorf("sqlstore: compact: vacuum: %w", err)
 		}
+		vacuum = time.Since(start)
+		start = time.Now()
 		if _, err := s.c.write.ExecContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`); err != nil {
 			return fmt.Errorf("sqlstore: compact: checkpoint: %w", err)
 		}
+		checkpoint = time.Since(start)
 	}
+	s.log.Info().Int64("revision", rev).Int64("removed", removed).Int64("steps", steps).Dur("deleting", deleting).
+		Dur("longestStep", longest).Dur("vacuum", vacuum).Dur("checkpoint", checkpoint).Msg("history removed")
 	s.metrics.observeSize(s)
 	return nil
 }
