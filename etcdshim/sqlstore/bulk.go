@@ -129,11 +129,7 @@ func (a *applier) flush() error {
 	d.current, d.log = nil, nil
 	clear(d.index)
 	for len(cur) > 0 {
-		n, size := 0, 0
-		for n < len(cur) && n < flushMaxRows && (n == 0 || size+len(cur[n].Value) <= flushMaxBytes) {
-			size += len(cur[n].Key) + len(cur[n].Value)
-			n++
-		}
+		n := fits(len(cur), func(i int) int { return len(cur[i].Key) + len(cur[i].Value) })
 		args := make([]any, 0, 6*n)
 		for _, kv := range cur[:n] {
 			args = append(args, kv.Key, kv.CreateRevision, kv.ModRevision, kv.Version, kv.Lease, nonNil(kv.Value))
@@ -145,11 +141,7 @@ func (a *applier) flush() error {
 		cur = cur[n:]
 	}
 	for len(log) > 0 {
-		n, size := 0, 0
-		for n < len(log) && n < flushMaxRows && (n == 0 || size+len(log[n].val) <= flushMaxBytes) {
-			size += len(log[n].name) + len(log[n].val)
-			n++
-		}
+		n := fits(len(log), func(i int) int { return len(log[i].name) + len(log[i].val) })
 		args := make([]any, 0, 9*n)
 		for _, r := range log[:n] {
 			args = append(args, r.rev, r.sub, r.name, r.deleted, r.create, r.version, r.lease, r.prev, nonNil(r.val))
@@ -161,6 +153,18 @@ func (a *applier) flush() error {
 		log = log[n:]
 	}
 	return nil
+}
+
+// fits returns how many of rows rows, the i-th of size(i) bytes, one
+// statement takes: at least one, at most flushMaxRows, and no more than
+// flushMaxBytes unless the first alone is larger.
+func fits(rows int, size func(i int) int) int {
+	n, total := 1, size(0)
+	for n < rows && n < flushMaxRows && total+size(n) <= flushMaxBytes {
+		total += size(n)
+		n++
+	}
+	return n
 }
 
 // rowsOf renders n rows of cols placeholders: (?, ?), (?, ?).

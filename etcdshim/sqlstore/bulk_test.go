@@ -136,3 +136,63 @@ func TestStore_BatchedLifecycles(t *testing.T) {
 		}
 	})
 }
+
+// TestStore_LargeBatches writes more rows than one multi-row statement
+// takes (a txn of 300 puts) and more bytes (concurrent puts of 1 MiB
+// values): every row arrives whole.
+func TestStore_LargeBatches(t *testing.T) {
+	sqltest.Run(t, func(t *testing.T, b sqltest.Backend) {
+		ctx := context.Background()
+		s := open(t, b.NewDSN(t))
+		var ops []sqlstore.Op
+		for i := range 300 {
+			ops = append(ops, putOp(fmt.Sprintf("many/%03d", i), fmt.Sprintf("v%d", i)))
+		}
+		res, err := s.Txn(ctx, &sqlstore.TxnRequest{Success: ops})
+		if err != nil || !res.Succeeded {
+			t.Fatalf("txn of 300 puts: %v, %v", res, err)
+		}
+		all := rng(t, s, sqlstore.RangeRequest{Key: []byte("many/"), End: []byte("many0")})
+		if len(all.KVs) != 300 {
+			t.Fatalf("after a txn of 300 puts: %d keys", len(all.KVs))
+		}
+		for i, kv := range all.KVs {
+			if string(kv.Value) != fmt.Sprintf("v%d", i) || kv.ModRevision != res.Revision {
+				t.Errorf("key %d: %s", i, kvString(&kv))
+			}
+		}
+		hist := rng(t, s, sqlstore.RangeRequest{Key: []byte("many/"), End: []byte("many0"), Revision: res.Revision, CountOnly: true})
+		if hist.Count != 300 {
+			t.Errorf("count at the txn's revision: %d", hist.Count)
+		}
+
+		const big = 6
+		var wg sync.WaitGroup
+		errs := make(chan error, big)
+		for i := range big {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				v := make([]byte, 1<<20)
+				for j := range v {
+					v[j] = byte(i + j)
+				}
+				_, _, err := s.Put(ctx, sqlstore.PutRequest{Key: []byte(fmt.Sprintf("big/%d", i)), Value: v})
+				errs <- err
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Fatalf("put of 1 MiB: %v", err)
+			}
+		}
+		for i := range big {
+			kv := get(t, s, fmt.Sprintf("big/%d", i))
+			if kv == nil || len(kv.Value) != 1<<20 || kv.Value[0] != byte(i) || kv.Value[1<<20-1] != byte(i+1<<20-1) {
+				t.Errorf("big/%d did not round-trip", i)
+			}
+		}
+	})
+}
