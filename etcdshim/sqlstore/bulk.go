@@ -48,23 +48,13 @@ func (a *applier) readAhead(batch []*writeReq) error {
 	return nil
 }
 
-// readRows reads and records the rows of keys. The key list is padded to a
-// power of two by repeating a key, so that a few statement texts serve
-// every batch.
+// readRows reads and records the rows of keys.
 func (a *applier) readRows(keys []any) error {
 	for _, k := range keys {
 		a.remember(k.([]byte), nil)
 	}
-	n := 1
-	for n < len(keys) {
-		n *= 2
-	}
-	args := append(make([]any, 0, n), keys...)
-	for len(args) < n {
-		args = append(args, keys[0])
-	}
-	rows, err := a.qx.QueryContext(a.ctx, a.s.q(`SELECT name, create_revision, mod_revision, version, lease, val FROM kv_current WHERE name IN (?`+
-		strings.Repeat(", ?", n-1)+`)`), args...)
+	list, args := inList(keys)
+	rows, err := a.qx.QueryContext(a.ctx, a.s.q(`SELECT name, create_revision, mod_revision, version, lease, val FROM kv_current WHERE name IN `+list), args...)
 	if err != nil {
 		return fmt.Errorf("sqlstore: read keys ahead: %w", err)
 	}
@@ -165,6 +155,22 @@ func fits(rows int, size func(i int) int) int {
 		n++
 	}
 	return n
+}
+
+// inList renders keys (at least one) as an IN list and its arguments,
+// padded to a power of two by repeating the first key, so that a few
+// statement texts serve every number of keys and prepared statements stay
+// few.
+func inList(keys []any) (string, []any) {
+	n := 1
+	for n < len(keys) {
+		n *= 2
+	}
+	args := append(make([]any, 0, n), keys...)
+	for len(args) < n {
+		args = append(args, keys[0])
+	}
+	return rowsOf(n, 1), args
 }
 
 // rowsOf renders n rows of cols placeholders: (?, ?), (?, ?).

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 )
@@ -112,9 +111,7 @@ func (b *getBatcher) serve(batch []*getCall) {
 
 // query reads the distinct keys of batch and the current revision in one
 // statement: the revision is the row of kv_meta that the keys' rows are
-// joined to, so a batch whose keys are all absent still returns it. The
-// key list is padded to a power of two (repeating a key), so that a few
-// statement texts serve every batch size and prepared statements stay few.
+// joined to, so a batch whose keys are all absent still returns it.
 func (b *getBatcher) query(batch []*getCall) (int64, map[string]*KeyValue, error) {
 	s := b.s
 	start := time.Now()
@@ -129,19 +126,13 @@ func (b *getBatcher) query(batch []*getCall) (int64, map[string]*KeyValue, error
 		seen[string(c.key)] = struct{}{}
 		keys = append(keys, c.key)
 	}
-	n := 1
-	for n < len(keys) {
-		n *= 2
-	}
-	for len(keys) < n {
-		keys = append(keys, keys[0])
-	}
+	list, args := inList(keys)
 	query := `SELECT m.val, c.name, c.create_revision, c.mod_revision, c.version, c.lease, c.val
- FROM kv_meta m LEFT JOIN kv_current c ON c.name IN (?` + strings.Repeat(", ?", n-1) + `) WHERE m.name = 'revision'`
+ FROM kv_meta m LEFT JOIN kv_current c ON c.name IN ` + list + ` WHERE m.name = 'revision'`
 
 	ctx, cancel := context.WithTimeout(s.stopCtx, getBatchTimeout)
 	defer cancel()
-	rows, err := s.c.read.QueryContext(ctx, s.q(query), keys...)
+	rows, err := s.c.read.QueryContext(ctx, s.q(query), args...)
 	if err != nil {
 		return 0, nil, fmt.Errorf("sqlstore: get: %w", err)
 	}

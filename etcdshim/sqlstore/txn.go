@@ -13,7 +13,11 @@ func (s *Store) Put(ctx context.Context, req PutRequest) (*PutResult, int64, err
 	if err := checkKey(req.Key); err != nil {
 		return nil, 0, err
 	}
-	val, rev, err := s.writeKeys(ctx, [][]byte{req.Key}, func(a *applier) (any, error) { return a.put(&req) })
+	var keys [][]byte
+	if s.d.readAhead {
+		keys = [][]byte{req.Key}
+	}
+	val, rev, err := s.writeKeys(ctx, keys, func(a *applier) (any, error) { return a.put(&req) })
 	if err != nil {
 		return nil, rev, err
 	}
@@ -55,7 +59,11 @@ func (s *Store) Txn(ctx context.Context, req *TxnRequest) (*TxnResult, error) {
 		})
 		return res, err
 	}
-	val, rev, err := s.writeKeys(ctx, txnKeys(nil, req), func(a *applier) (any, error) { return a.txn(req) })
+	var keys [][]byte
+	if s.d.readAhead {
+		keys = txnKeys(nil, req)
+	}
+	val, rev, err := s.writeKeys(ctx, keys, func(a *applier) (any, error) { return a.txn(req) })
 	if err != nil {
 		return nil, err
 	}
