@@ -25,11 +25,32 @@ import (
 // client-go's NewSelfSignedCACert last ten years).
 const leafValidity = 365 * 24 * time.Hour
 
+// DefaultClusterDomain is the cluster's DNS domain when Options give none.
+const DefaultClusterDomain = "cluster.local"
+
 // Options shape the serving certificate.
 type Options struct {
-	// Hosts are extra names and IPs of the serving certificate (besides
-	// 127.0.0.1, localhost and the host name).
+	// Hosts are extra names and IPs of the serving certificate: the
+	// advertised address, the kubernetes Service's IP, --tls-san... (see
+	// APIServerNames for the ones it always carries).
 	Hosts []string
+	// ClusterDomain completes the kubernetes Service's full name,
+	// kubernetes.default.svc.DOMAIN (default DefaultClusterDomain).
+	ClusterDomain string
+}
+
+// APIServerNames are the names and IPs every serving certificate of the
+// API carries besides Options.Hosts: the loopback addresses and
+// localhost, the names of the kubernetes Service in namespace default as
+// kube-apiserver's certificate has them (kubernetes, kubernetes.default,
+// kubernetes.default.svc, kubernetes.default.svc.DOMAIN), and the host
+// name.
+func APIServerNames(clusterDomain string) []string {
+	if clusterDomain == "" {
+		clusterDomain = DefaultClusterDomain
+	}
+	return withHostname([]string{"127.0.0.1", "::1", "localhost",
+		"kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc." + clusterDomain})
 }
 
 // Files are the paths of a cluster's PKI under DIR/tls.
@@ -86,8 +107,7 @@ func Ensure(dir string, o Options) (Files, error) {
 	if err != nil {
 		return f, err
 	}
-	hosts := append([]string{"127.0.0.1", "localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"}, o.Hosts...)
-	hosts = withHostname(hosts)
+	hosts := append(APIServerNames(o.ClusterDomain), o.Hosts...)
 	if err := ensureLeaf(f.ServingCert, f.ServingKey, ca, caKey, pkix.Name{CommonName: "kube-apiserver"}, hosts, x509.ExtKeyUsageServerAuth); err != nil {
 		return f, err
 	}
@@ -204,7 +224,8 @@ func load(certPath, keyPath string) (*x509.Certificate, crypto.Signer, error) {
 }
 
 // ensureLeaf creates a certificate signed by ca unless one exists that is
-// still valid for a month and covers hosts.
+// still valid for a month and names exactly hosts: a host added or gone
+// (a new --tls-san, another advertised address) issues a new one.
 func ensureLeaf(certPath, keyPath string, ca *x509.Certificate, caKey crypto.Signer, subject pkix.Name, hosts []string, usage x509.ExtKeyUsage) error {
 	ok, err := exists(certPath, keyPath)
 	if err != nil {
@@ -212,24 +233,58 @@ func ensureLeaf(certPath, keyPath string, ca *x509.Certificate, caKey crypto.Sig
 	}
 	if ok {
 		c, _, err := load(certPath, keyPath)
-		if err == nil && time.Until(c.NotAfter) > 30*24*time.Hour && covers(c, hosts) && c.CheckSignatureFrom(ca) == nil {
+		if err == nil && time.Until(c.NotAfter) > 30*24*time.Hour && namesExactly(c, hosts) && c.CheckSignatureFrom(ca) == nil {
 			return nil
 		}
 	}
 	return issueLeaf(certPath, keyPath, ca, caKey, subject, hosts, usage, time.Now())
 }
 
-func covers(c *x509.Certificate, hosts []string) bool {
+// subjectAltNames splits hosts into DNS names and IPs, each once, in
+// their first order ("" is none).
+func subjectAltNames(hosts []string) (dns []string, ips []net.IP) {
 	for _, h := range hosts {
+		if h == "" {
+			continue
+		}
 		if ip := net.ParseIP(h); ip != nil {
-			if !slices.ContainsFunc(c.IPAddresses, ip.Equal) {
-				return false
+			if !slices.ContainsFunc(ips, ip.Equal) {
+				ips = append(ips, ip)
 			}
-		} else if !slices.Contains(c.DNSNames, h) {
+		} else if !slices.Contains(dns, h) {
+			dns = append(dns, h)
+		}
+	}
+	return dns, ips
+}
+
+// namesExactly reports whether c's DNS names and IPs are those of hosts,
+// in any order.
+func namesExactly(c *x509.Certificate, hosts []string) bool {
+	dns, ips := subjectAltNames(hosts)
+	have, haveIPs := subjectAltNames(append(slices.Clone(c.DNSNames), ipStrings(c.IPAddresses)...))
+	if len(dns) != len(have) || len(ips) != len(haveIPs) {
+		return false
+	}
+	for _, d := range dns {
+		if !slices.Contains(have, d) {
+			return false
+		}
+	}
+	for _, ip := range ips {
+		if !slices.ContainsFunc(haveIPs, ip.Equal) {
 			return false
 		}
 	}
 	return true
+}
+
+func ipStrings(ips []net.IP) []string {
+	out := make([]string, 0, len(ips))
+	for _, ip := range ips {
+		out = append(out, ip.String())
+	}
+	return out
 }
 
 // issueLeaf writes a new key and a certificate for it valid from now for
@@ -249,13 +304,7 @@ func issueLeaf(certPath, keyPath string, ca *x509.Certificate, caKey crypto.Sign
 		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
 		ExtKeyUsage: []x509.ExtKeyUsage{usage},
 	}
-	for _, h := range hosts {
-		if ip := net.ParseIP(h); ip != nil {
-			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
-		} else {
-			tmpl.DNSNames = append(tmpl.DNSNames, h)
-		}
-	}
+	tmpl.DNSNames, tmpl.IPAddresses = subjectAltNames(hosts)
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, key.Public(), caKey)
 	if err != nil {
 		return err
