@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -17,15 +18,21 @@ import (
 	"github.com/sqlkube/sqlkube/apiserver/bootstrap"
 )
 
-// runKubernetesService runs the reconciler until the returned stop is
-// called (or the test ends).
+// runKubernetesService runs the reconciler for a server advertising
+// 192.0.2.10 until the returned stop is called (or the test ends).
 func runKubernetesService(t *testing.T, api *apiserver.Server, port int) (stop func()) {
+	t.Helper()
+	return runKubernetesServiceAt(t, api, net.ParseIP("192.0.2.10"), port)
+}
+
+// runKubernetesServiceAt is runKubernetesService advertising address.
+func runKubernetesServiceAt(t *testing.T, api *apiserver.Server, address net.IP, port int) (stop func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		api.RunKubernetesService(ctx, bootstrap.KubernetesServiceOptions{Address: net.ParseIP("192.0.2.10"), Port: port, Interval: 50 * time.Millisecond})
+		api.RunKubernetesService(ctx, bootstrap.KubernetesServiceOptions{Address: address, Port: port, Interval: 50 * time.Millisecond})
 	}()
 	stop = func() { cancel(); <-done }
 	t.Cleanup(stop)
@@ -113,4 +120,55 @@ func TestKubernetesService(t *testing.T) {
 		return err == nil && s.Spec.Ports[0].TargetPort.IntValue() == 7443, nil
 	})
 	checkEndpoints(7443)
+}
+
+// TestKubernetesService_NoLoopback: the endpoints never name a loopback
+// address: a server that advertises one (or none) keeps the service but
+// is not listed, and an older server's loopback lease key is skipped.
+func TestKubernetesService_NoLoopback(t *testing.T) {
+	client := newStorage(t)
+	cfg, api := serveAPIWith(t, apiserver.Config{Client: client, ServiceClusterIPRange: "10.0.0.0/29"})
+	cs := kubernetes.NewForConfigOrDie(cfg)
+	ctx := context.Background()
+	if _, err := client.KV.Put(ctx, "/registry/masterleases/127.0.0.1", "6443"); err != nil {
+		t.Fatal(err)
+	}
+	runKubernetesServiceAt(t, api, net.ParseIP("127.0.0.1"), 6443)
+	runKubernetesServiceAt(t, api, nil, 6443)
+
+	// Alone, the loopback and address-less servers make the service and
+	// empty endpoints.
+	waitFor(t, "the kubernetes service and empty endpoints", func(ctx context.Context) (bool, error) {
+		if _, err := cs.CoreV1().Services("default").Get(ctx, "kubernetes", metav1.GetOptions{}); err != nil {
+			return false, nil
+		}
+		ep, err := cs.CoreV1().Endpoints("default").Get(ctx, "kubernetes", metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		s, err := cs.DiscoveryV1().EndpointSlices("default").Get(ctx, "kubernetes", metav1.GetOptions{})
+		return err == nil && len(ep.Subsets) == 0 && len(s.Endpoints) == 0, nil
+	})
+	leases, err := client.KV.Get(ctx, "/registry/masterleases/", clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(leases.Kvs) != 1 {
+		t.Fatalf("%d lease keys, want only the stale one the test wrote", len(leases.Kvs))
+	}
+
+	// A server with a routable address is the one endpoint.
+	runKubernetesServiceAt(t, api, net.ParseIP("192.0.2.10"), 6443)
+	waitFor(t, "the routable server alone in the endpoints", func(ctx context.Context) (bool, error) {
+		ep, err := cs.CoreV1().Endpoints("default").Get(ctx, "kubernetes", metav1.GetOptions{})
+		if err != nil || len(ep.Subsets) != 1 {
+			return false, nil
+		}
+		s, err := cs.DiscoveryV1().EndpointSlices("default").Get(ctx, "kubernetes", metav1.GetOptions{})
+		if err != nil || len(s.Endpoints) != 1 {
+			return false, nil
+		}
+		a := ep.Subsets[0].Addresses
+		return len(a) == 1 && a[0].IP == "192.0.2.10" && s.Endpoints[0].Addresses[0] == "192.0.2.10", nil
+	})
 }

@@ -49,7 +49,10 @@ func KubernetesServiceIP(serviceRange string) (net.IP, error) {
 // KubernetesServiceOptions say where this API server is reached.
 type KubernetesServiceOptions struct {
 	// Address is the IP clients reach this server on (its advertised
-	// address); Port its secure port.
+	// address); Port its secure port. With no Address, or a loopback or
+	// unspecified one (which kube-apiserver's validation refuses in
+	// endpoints, and which pods could not reach), this server keeps the
+	// service but is not among its endpoints.
 	Address net.IP
 	Port    int
 	// Interval between reconciles (default 10s, as kube-apiserver).
@@ -63,6 +66,12 @@ type KubernetesServiceOptions struct {
 func RunKubernetesService(ctx context.Context, c *Cluster, opts KubernetesServiceOptions) {
 	if opts.Interval <= 0 {
 		opts.Interval = 10 * time.Second
+	}
+	if !endpointAddress(opts.Address) {
+		if opts.Address != nil {
+			c.Logger.Warn().Stringer("address", opts.Address).Msg("the kubernetes service's endpoints may not name a loopback or unspecified address: this server is not among them")
+		}
+		opts.Address = nil
 	}
 	k := &kubernetesService{c: c, opts: opts}
 	t := time.NewTicker(opts.Interval)
@@ -111,9 +120,39 @@ func (k *kubernetesService) reconcile(ctx context.Context) error {
 	return nil
 }
 
-// renewLease keeps this server's lease key alive and returns the
-// addresses of every live API server, sorted.
+// endpointAddress reports whether ip may be one of the kubernetes
+// service's endpoints.
+func endpointAddress(ip net.IP) bool {
+	return ip != nil && !ip.IsLoopback() && !ip.IsUnspecified()
+}
+
+// renewLease keeps this server's lease key alive (when it has an address)
+// and returns the addresses of every live API server, sorted; loopback
+// ones (an older server's) are left out.
 func (k *kubernetesService) renewLease(ctx context.Context) ([]string, error) {
+	c := k.c.Etcd
+	if k.opts.Address != nil {
+		if err := k.putLease(ctx); err != nil {
+			return nil, err
+		}
+	}
+	resp, err := c.Get(ctx, masterLeasePrefix, clientv3.WithPrefix())
+	if err != nil {
+		return nil, err
+	}
+	var addrs []string
+	for _, kv := range resp.Kvs {
+		addr := string(kv.Key[len(masterLeasePrefix):])
+		if endpointAddress(net.ParseIP(addr)) {
+			addrs = append(addrs, addr)
+		}
+	}
+	slices.Sort(addrs)
+	return addrs, nil
+}
+
+// putLease writes this server's lease key, on a lease kept alive here.
+func (k *kubernetesService) putLease(ctx context.Context) error {
 	c := k.c.Etcd
 	if k.lease != 0 {
 		if _, err := c.KeepAliveOnce(ctx, k.lease); err != nil {
@@ -124,23 +163,12 @@ func (k *kubernetesService) renewLease(ctx context.Context) ([]string, error) {
 		ttl := int64(max(3*k.opts.Interval/time.Second, 5))
 		resp, err := c.Grant(ctx, ttl)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		k.lease = resp.ID
 	}
-	if _, err := c.Put(ctx, masterLeasePrefix+k.opts.Address.String(), strconv.Itoa(k.opts.Port), clientv3.WithLease(k.lease)); err != nil {
-		return nil, err
-	}
-	resp, err := c.Get(ctx, masterLeasePrefix, clientv3.WithPrefix())
-	if err != nil {
-		return nil, err
-	}
-	var addrs []string
-	for _, kv := range resp.Kvs {
-		addrs = append(addrs, string(kv.Key[len(masterLeasePrefix):]))
-	}
-	slices.Sort(addrs)
-	return addrs, nil
+	_, err := c.Put(ctx, masterLeasePrefix+k.opts.Address.String(), strconv.Itoa(k.opts.Port), clientv3.WithLease(k.lease))
+	return err
 }
 
 // storageOf returns a resource's registry entry and store.
@@ -234,7 +262,9 @@ func (k *kubernetesService) endpoints(ctx context.Context, addrs []string) error
 	}
 	ep := &corev1.Endpoints{
 		ObjectMeta: systemMeta(kubernetesServiceName, map[string]string{"endpointslice.kubernetes.io/skip-mirror": "true"}),
-		Subsets:    []corev1.EndpointSubset{subset},
+	}
+	if len(addrs) > 0 { // a subset without addresses is invalid
+		ep.Subsets = []corev1.EndpointSubset{subset}
 	}
 	return ensure(ctx, r, st, ep, kubernetesServiceName, func(obj runtime.Object) (runtime.Object, bool) {
 		cur := obj.(*corev1.Endpoints)
