@@ -307,7 +307,7 @@ func TestHA_Faults(t *testing.T) {
 	}
 	pg := sqltest.NewPrivatePostgres(t)
 	dsn := pg.DSN("sqlkube")
-	base := []string{"server", "--datastore", dsn, "--disable-node",
+	base := []string{"server", "--datastore", dsn, "--disable-node", "--disable-dns",
 		// One cheap controller: the controller manager still runs, and
 		// elects, as a whole one does.
 		"--controllers=serviceaccount-controller",
@@ -321,7 +321,10 @@ func TestHA_Faults(t *testing.T) {
 	servers := make([]*faultServer, 3)
 	for i := range servers {
 		servers[i] = &faultServer{name: fmt.Sprintf("server-%d", i), dir: t.TempDir(), port: freePort(t),
-			advertise: fmt.Sprintf("127.0.0.%d", i+2), args: base}
+			// Addresses of a documentation range (TEST-NET-2): an
+			// endpoint may not be a loopback address, and nothing here
+			// connects to them.
+			advertise: fmt.Sprintf("198.51.100.%d", i+2), args: base}
 	}
 	t.Cleanup(func() {
 		for _, f := range servers {

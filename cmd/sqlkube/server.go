@@ -22,7 +22,6 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"go.etcd.io/etcd/client/v3/kubernetes"
-	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	certutil "k8s.io/client-go/util/cert"
@@ -83,7 +82,7 @@ type apiFlags struct {
 
 func addAPIFlags(fl *pflag.FlagSet, f *apiFlags) {
 	fl.StringVar(&f.dataDir, "data-dir", "./sqlkube-data", "directory for the database, certificates and the admin kubeconfig")
-	fl.StringVar(&f.bindAddress, "bind-address", "127.0.0.1", "address to serve the Kubernetes API on")
+	fl.StringVar(&f.bindAddress, "bind-address", defaultBindAddress, "address to serve the Kubernetes API on (0.0.0.0: every IPv4 address; ::: every address)")
 	fl.IntVar(&f.securePort, "secure-port", 6443, "HTTPS port of the Kubernetes API (0: any free port)")
 	fl.StringSliceVar(&f.tlsSANs, "tls-san", nil, "extra host names or IPs for the generated serving certificate")
 	fl.StringVar(&f.tlsCertFile, "tls-cert-file", "", "serving certificate (default: generated under DATA_DIR/tls)")
@@ -96,8 +95,8 @@ func addAPIFlags(fl *pflag.FlagSet, f *apiFlags) {
 	fl.IntVar(&f.maxMutating, "max-mutating-requests-inflight", filters.DefaultMaxMutatingRequestsInflight, "mutating requests served at once (429 beyond; 0: no limit)")
 	fl.StringVar(&f.auditLog, "audit-log-path", "", "write the audit log (audit.k8s.io/v1 Events, JSON lines) to this file; - for stdout (empty: off)")
 	fl.StringVar(&f.auditPolicy, "audit-policy-file", "", "audit.k8s.io/v1 Policy of what is logged at which level (default: every request at Metadata)")
-	fl.StringVar(&f.advertise, "advertise-address", "", "IP the kubernetes service's endpoints name for this server (default: --bind-address, or the host's address if that is unspecified)")
-	fl.StringVar(&f.kubeconfigServer, "kubeconfig-server", "", "API URL written into the admin kubeconfig (default: the address the API listens on), e.g. a load balancer's or a published container port's; add its host to --tls-san")
+	fl.StringVar(&f.advertise, "advertise-address", "", "IPv4 address the kubernetes service's endpoints name for this server, which pods reach it at (default: --bind-address if it is one such address, else the host's address; never a loopback one)")
+	fl.StringVar(&f.kubeconfigServer, "kubeconfig-server", "", "API URL written into the admin kubeconfig (default: the address the API listens on, 127.0.0.1 when that is every address), e.g. a load balancer's or a published container port's; the serving certificate names its host")
 	fl.StringVar(&f.token, "token", "", "cluster token: seals the cluster's CAs, service-account key and encryption config in the datastore, and opens them on servers that join (default: DATA_DIR/token, generated there by the first server)")
 	fl.StringVar(&f.tokenFile, "token-file", "", "file holding the cluster token (instead of --token, which other users can see in the process list)")
 	fl.StringVar(&f.tokenAuthFile, "token-auth-file", "", "CSV of static bearer tokens: token,user,uid,\"group1,group2\"")
@@ -322,11 +321,14 @@ func serveAPI(ctx context.Context, f *apiFlags, client *kubernetes.Client, stora
 	if err != nil {
 		return err
 	}
-	hosts := append(f.tlsSANs, f.bindAddress)
-	if ip, err := bootstrap.KubernetesServiceIP(f.serviceIPs); err == nil {
-		hosts = append(hosts, ip.String()) // pods reach the API on it
+	advertise, noAdvertise, err := advertiseAddress(f)
+	if err != nil {
+		return err
 	}
-	files, err := pki.Ensure(filepath.Join(f.dataDir, "tls"), pki.Options{Hosts: hosts})
+	serviceIP, _ := bootstrap.KubernetesServiceIP(f.serviceIPs) // pods reach the API on it
+	files, err := pki.Ensure(filepath.Join(f.dataDir, "tls"), pki.Options{
+		Hosts: servingHosts(f, advertise, serviceIP), ClusterDomain: f.dns.domain,
+	})
 	if err != nil {
 		return fmt.Errorf("certificates: %w", err)
 	}
@@ -396,7 +398,7 @@ func serveAPI(ctx context.Context, f *apiFlags, client *kubernetes.Client, stora
 	if err != nil {
 		return err
 	}
-	l, err := net.Listen("tcp", net.JoinHostPort(f.bindAddress, strconv.Itoa(f.securePort)))
+	l, err := net.Listen(listenNetwork(f.bindAddress), net.JoinHostPort(f.bindAddress, strconv.Itoa(f.securePort)))
 	if err != nil {
 		return fmt.Errorf("listen on %s:%d: %w", f.bindAddress, f.securePort, err)
 	}
@@ -410,17 +412,23 @@ func serveAPI(ctx context.Context, f *apiFlags, client *kubernetes.Client, stora
 	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- hs.ServeTLS(l, "", "") }()
-	url := "https://" + l.Addr().String()
+	port := l.Addr().(*net.TCPAddr).Port
+	url := localURL(f.bindAddress, port) // what clients on this host use
 	bgCtx, stopBackground := context.WithCancel(ctx)
 	var background sync.WaitGroup
 	defer background.Wait()
 	defer stopBackground()
-	advertise, err := advertiseAddress(f)
-	if err != nil {
-		return err
+	endpoint := advertise // nil: this server is none of the kubernetes Service's endpoints
+	switch {
+	case advertise == nil:
+		log.Warn().Msgf("%s: pods cannot reach the API through the kubernetes Service (it has no endpoint here); give --advertise-address", noAdvertise)
+		advertise = net.IPv4(127, 0, 0, 1) // cluster-info's URL, and the cluster DNS looks for the host's address again
+	case !listensOn(f.bindAddress, advertise):
+		log.Warn().Str("advertise", advertise.String()).Str("bind", f.bindAddress).
+			Msg("the API does not listen on its advertised address: pods cannot reach it through the kubernetes Service; give --bind-address 0.0.0.0 or the advertised address")
 	}
 	background.Go(func() {
-		api.RunKubernetesService(bgCtx, bootstrap.KubernetesServiceOptions{Address: advertise, Port: l.Addr().(*net.TCPAddr).Port})
+		api.RunKubernetesService(bgCtx, bootstrap.KubernetesServiceOptions{Address: endpoint, Port: port})
 	})
 	if !f.dns.disable {
 		background.Go(func() { runClusterDNS(bgCtx, f.dns, dnsIP, advertise, api.Loopback(), log) })
@@ -447,17 +455,14 @@ func serveAPI(ctx context.Context, f *apiFlags, client *kubernetes.Client, stora
 			}
 		})
 	}
-	clusterURL := "https://" + net.JoinHostPort(advertise.String(), strconv.Itoa(l.Addr().(*net.TCPAddr).Port))
+	clusterURL := "https://" + net.JoinHostPort(advertise.String(), strconv.Itoa(port))
 	background.Go(func() {
 		if err := ensureClusterInfo(bgCtx, api.Loopback(), clusterURL, files.CACert); err != nil && bgCtx.Err() == nil {
 			log.Warn().Err(err).Msg("could not publish kube-public/cluster-info: nodes cannot join with a bootstrap token")
 		}
 	})
 	if f.node != nil && !f.node.disable {
-		nodeURL := "https://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(l.Addr().(*net.TCPAddr).Port))
-		if ip := net.ParseIP(f.bindAddress); ip != nil && !ip.IsUnspecified() {
-			nodeURL = url
-		}
+		nodeURL := url
 		node := *f.node
 		node.clusterDNS, node.clusterDomain = f.dns.kubeletDNS(dnsIP), f.dns.domain
 		background.Go(func() {
@@ -481,7 +486,8 @@ func serveAPI(ctx context.Context, f *apiFlags, client *kubernetes.Client, stora
 	if ownPKI {
 		fmt.Fprintf(out, "Admin kubeconfig: %s\n  export KUBECONFIG=%s\n", kubeconfig, kubeconfig)
 	}
-	log.Info().Str("address", url).Str("storage", storageDesc).Dur("startup", time.Since(start)).Msg("serving Kubernetes API")
+	log.Info().Str("address", url).Str("listen", l.Addr().String()).Stringer("advertise", endpoint).
+		Str("storage", storageDesc).Dur("startup", time.Since(start)).Msg("serving Kubernetes API")
 
 	select {
 	case <-ctx.Done():
@@ -548,25 +554,4 @@ func writeKubeconfig(path, url string, files pki.Files) error {
 		return err
 	}
 	return os.Chmod(path, 0o600)
-}
-
-// advertiseAddress is the IP the kubernetes service's endpoints name:
-// --advertise-address, else --bind-address, else (unspecified) the host's
-// default-route address.
-func advertiseAddress(f *apiFlags) (net.IP, error) {
-	if f.advertise != "" {
-		ip := net.ParseIP(f.advertise)
-		if ip == nil {
-			return nil, fmt.Errorf("--advertise-address %q is not an IP", f.advertise)
-		}
-		return ip, nil
-	}
-	ip := net.ParseIP(f.bindAddress)
-	if ip != nil && !ip.IsUnspecified() {
-		return ip, nil
-	}
-	if ip == nil {
-		ip = net.IPv4zero // a host name: the host's address
-	}
-	return utilnet.ResolveBindAddress(ip)
 }
