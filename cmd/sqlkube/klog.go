@@ -1,14 +1,27 @@
 package main
 
 import (
+	stdlog "log"
+	"strings"
+
 	"github.com/go-logr/logr"
 	"github.com/rs/zerolog"
 	"k8s.io/klog/v2"
 )
 
-// routeKlog sends the logs of the Kubernetes libraries (klog: informers,
-// controllers, the watch cache) to log: their info lines at debug level,
-// their errors as warnings, so a server's output is one stream.
+// routeLogs sends the logs of the libraries sqlkube embeds to log, so a
+// process's output is one stream in one format (--log-format): the
+// Kubernetes libraries' (klog: informers, controllers, the kubelet) and
+// the standard library's log (CoreDNS, net/http's server errors).
+func routeLogs(log zerolog.Logger) {
+	routeKlog(log)
+	stdlog.SetFlags(0)
+	stdlog.SetPrefix("")
+	stdlog.SetOutput(stdlogWriter{log: log.With().Str("component", "stdlog").Logger()})
+}
+
+// routeKlog sends klog's logs to log: their info lines at debug level,
+// their errors as warnings.
 func routeKlog(log zerolog.Logger) {
 	klog.SetLogger(logr.New(&klogSink{log: log.With().Str("component", "k8s").Logger()}))
 }
@@ -17,6 +30,9 @@ func routeKlog(log zerolog.Logger) {
 type klogSink struct {
 	log zerolog.Logger
 	kv  []any
+	// name is the logger's name (WithName's, joined with "/"): a
+	// controller's name in kube-controller-manager.
+	name string
 }
 
 func (s *klogSink) Init(logr.RuntimeInfo) {}
@@ -24,17 +40,51 @@ func (s *klogSink) Init(logr.RuntimeInfo) {}
 func (s *klogSink) Enabled(int) bool { return s.log.GetLevel() <= zerolog.DebugLevel }
 
 func (s *klogSink) Info(_ int, msg string, kv ...any) {
-	s.log.Debug().Fields(append(s.kv[:len(s.kv):len(s.kv)], kv...)).Msg(msg)
+	s.event(s.log.Debug()).Fields(append(s.kv[:len(s.kv):len(s.kv)], kv...)).Msg(msg)
 }
 
 func (s *klogSink) Error(err error, msg string, kv ...any) {
-	s.log.Warn().Err(err).Fields(append(s.kv[:len(s.kv):len(s.kv)], kv...)).Msg(msg)
+	s.event(s.log.Warn()).Err(err).Fields(append(s.kv[:len(s.kv):len(s.kv)], kv...)).Msg(msg)
+}
+
+func (s *klogSink) event(ev *zerolog.Event) *zerolog.Event {
+	if s.name != "" {
+		ev = ev.Str("logger", s.name)
+	}
+	return ev
 }
 
 func (s *klogSink) WithValues(kv ...any) logr.LogSink {
-	return &klogSink{log: s.log, kv: append(s.kv[:len(s.kv):len(s.kv)], kv...)}
+	return &klogSink{log: s.log, kv: append(s.kv[:len(s.kv):len(s.kv)], kv...), name: s.name}
 }
 
 func (s *klogSink) WithName(name string) logr.LogSink {
-	return &klogSink{log: s.log.With().Str("logger", name).Logger(), kv: s.kv}
+	if s.name != "" {
+		name = s.name + "/" + name
+	}
+	return &klogSink{log: s.log, kv: s.kv, name: name}
+}
+
+// Name is the logger's name: panics.Contain logs it with a panic.
+func (s *klogSink) Name() string { return s.name }
+
+// stdlogWriter logs the standard library's log lines, at the level their
+// "[LEVEL] " prefix names (CoreDNS writes one), else as warnings.
+type stdlogWriter struct{ log zerolog.Logger }
+
+var stdlogLevels = map[string]zerolog.Level{
+	"[DEBUG] ": zerolog.DebugLevel, "[INFO] ": zerolog.InfoLevel,
+	"[WARNING] ": zerolog.WarnLevel, "[ERROR] ": zerolog.ErrorLevel, "[FATAL] ": zerolog.ErrorLevel,
+}
+
+func (w stdlogWriter) Write(p []byte) (int, error) {
+	msg, lvl := strings.TrimRight(string(p), "\n"), zerolog.WarnLevel
+	for prefix, l := range stdlogLevels {
+		if rest, ok := strings.CutPrefix(msg, prefix); ok {
+			msg, lvl = rest, l
+			break
+		}
+	}
+	w.log.WithLevel(lvl).Msg(msg)
+	return len(p), nil
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 )
 
 // version is set at build time with -ldflags "-X main.version=…".
@@ -25,12 +26,19 @@ func (f *logFlags) logger(w io.Writer) (zerolog.Logger, error) {
 	}
 	switch f.format {
 	case "json":
-	case "console":
-		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.RFC3339}
+	case "text", "console": // console: the flag's older name for text
+		// Colours only for a person at a terminal, never in a file or pipe.
+		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.RFC3339, NoColor: !isTerminal(w)}
 	default:
-		return zerolog.Logger{}, fmt.Errorf("invalid --log-format %q: want json or console", f.format)
+		return zerolog.Logger{}, fmt.Errorf("invalid --log-format %q: want text or json", f.format)
 	}
 	return zerolog.New(w).Level(lvl).With().Timestamp().Logger(), nil
+}
+
+// isTerminal reports whether w is a file open on a terminal.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(interface{ Fd() uintptr })
+	return ok && term.IsTerminal(int(f.Fd()))
 }
 
 func newRootCommand() *cobra.Command {
@@ -42,7 +50,7 @@ func newRootCommand() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.PersistentFlags().StringVar(&lf.level, "log-level", "info", "log level: trace, debug, info, warn, error")
-	root.PersistentFlags().StringVar(&lf.format, "log-format", "console", "log format: json or console")
+	root.PersistentFlags().StringVar(&lf.format, "log-format", "text", "log format: text (for people; coloured only on a terminal) or json (one object per line)")
 	root.AddCommand(newVersionCommand(), newServerCommand(lf), newAPIServerCommand(lf), newEtcdCommand(lf), newMigrateCommand(), newDatastoreCommand(), newProbeCommand(), newBenchCommand(lf), newCertsCommand(), newTokenCommand(), newNodeCommand(lf), newControllerManagerCommand(lf), newSchedulerCommand(lf))
 	root.AddCommand(newImagesCommand())
 	return root
@@ -60,12 +68,12 @@ func newVersionCommand() *cobra.Command {
 	}
 }
 
-// stderrLogger is the logger of long-running commands; the Kubernetes
-// libraries' logs go to it too.
+// stderrLogger is the logger of long-running commands, on standard
+// error. The logs of the components they embed go to it too (routeLogs).
 func stderrLogger(lf *logFlags) (zerolog.Logger, error) {
 	log, err := lf.logger(os.Stderr)
 	if err == nil {
-		routeKlog(log)
+		routeLogs(log)
 	}
 	return log, err
 }

@@ -1,0 +1,123 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	stdlog "log"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"k8s.io/klog/v2"
+)
+
+// logSome logs as a server does: its own lines, the Kubernetes libraries'
+// (klog) and the standard library's (CoreDNS, net/http), through the
+// logger --log-level=debug --log-format=format makes on w.
+func logSome(t *testing.T, format string, w io.Writer) {
+	t.Helper()
+	lf := &logFlags{level: "debug", format: format}
+	log, err := lf.logger(w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	routeLogs(log)
+	t.Cleanup(func() {
+		klog.ClearLogger()
+		stdlog.SetOutput(os.Stderr)
+		stdlog.SetFlags(stdlog.LstdFlags)
+	})
+	log.Info().Str("address", "https://127.0.0.1:6443").Msg("serving Kubernetes API")
+	log.Error().Err(errors.New("boom")).Msg("something failed")
+	klog.InfoS("Caches are synced", "controller", "endpoints")
+	klog.ErrorS(errors.New("conflict"), "Error syncing", "key", "default/web")
+	stdlog.Print("[INFO] plugin/reload: Running configuration SHA512 = 1234")
+	stdlog.Print("http: TLS handshake error from 127.0.0.1:5555: EOF")
+}
+
+func TestLogFormat_TextHasNoEscapesOffATerminal(t *testing.T) {
+	for name, open := range map[string]func(t *testing.T) (w *os.File, read func() string){
+		"file": func(t *testing.T) (*os.File, func() string) {
+			f, err := os.Create(filepath.Join(t.TempDir(), "log"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return f, func() string {
+				f.Close()
+				b, err := os.ReadFile(f.Name())
+				if err != nil {
+					t.Fatal(err)
+				}
+				return string(b)
+			}
+		},
+		"pipe": func(t *testing.T) (*os.File, func() string) {
+			r, w, err := os.Pipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := make(chan string, 1)
+			go func() {
+				b, _ := io.ReadAll(r)
+				r.Close()
+				got <- string(b)
+			}()
+			return w, func() string { w.Close(); return <-got }
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			w, read := open(t)
+			logSome(t, "text", w)
+			out := read()
+			if strings.Contains(out, "\x1b[") {
+				t.Errorf("escape sequences in the log:\n%q", out)
+			}
+			for _, want := range []string{
+				"INF serving Kubernetes API address=https://127.0.0.1:6443",
+				"ERR something failed error=boom",
+				"DBG Caches are synced component=k8s controller=endpoints",
+				"WRN Error syncing error=conflict component=k8s key=default/web",
+				"INF plugin/reload: Running configuration SHA512 = 1234 component=stdlog",
+				"WRN http: TLS handshake error",
+			} {
+				if !strings.Contains(out, want) {
+					t.Errorf("log lacks %q:\n%s", want, out)
+				}
+			}
+		})
+	}
+}
+
+func TestLogFormat_JSONLines(t *testing.T) {
+	var out bytes.Buffer
+	logSome(t, "json", &out)
+	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	if len(lines) != 6 {
+		t.Fatalf("%d lines, want 6:\n%s", len(lines), out.String())
+	}
+	for _, l := range lines {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Errorf("not a JSON object: %q: %v", l, err)
+			continue
+		}
+		if m["level"] == nil || m["message"] == nil || m["time"] == nil {
+			t.Errorf("line lacks level, message or time: %q", l)
+		}
+	}
+}
+
+func TestLogFormat_Flag(t *testing.T) {
+	for format, ok := range map[string]bool{"text": true, "json": true, "console": true, "xml": false, "": false} {
+		_, err := (&logFlags{level: "info", format: format}).logger(io.Discard)
+		if (err == nil) != ok {
+			t.Errorf("--log-format=%q: error %v", format, err)
+		}
+	}
+	if isTerminal(&bytes.Buffer{}) {
+		t.Error("a buffer is a terminal")
+	}
+}
