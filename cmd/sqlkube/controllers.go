@@ -10,6 +10,7 @@ import (
 
 	"github.com/rs/zerolog"
 	"github.com/spf13/pflag"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/rest"
 
 	"github.com/sqlkube/sqlkube/apiserver/pki"
@@ -136,6 +137,7 @@ func (c *components) run(ctx context.Context, cfg *rest.Config, log zerolog.Logg
 		cfg := rest.CopyConfig(cfg)
 		cfg.UserAgent = "sqlkube-controller-manager"
 		wg.Go(func() {
+			defer utilruntime.HandleCrash() // a panic stops this component only
 			if err := manager.Run(ctx, cfg, o, true); err != nil && !errors.Is(err, context.Canceled) {
 				log.Error().Err(err).Msg("controller manager stopped")
 			}
@@ -148,6 +150,7 @@ func (c *components) run(ctx context.Context, cfg *rest.Config, log zerolog.Logg
 			return nil, err
 		}
 		wg.Go(func() {
+			defer utilruntime.HandleCrash()
 			if err := kubeletserving.Run(ctx, cs); err != nil && !errors.Is(err, context.Canceled) {
 				log.Error().Err(err).Msg("kubelet serving certificate approver stopped")
 			}
@@ -168,6 +171,7 @@ func (c *components) run(ctx context.Context, cfg *rest.Config, log zerolog.Logg
 		}
 		cfg := rest.CopyConfig(cfg)
 		wg.Go(func() {
+			defer utilruntime.HandleCrash()
 			if err := scheduler.Run(ctx, cfg, sc, true); err != nil && !errors.Is(err, context.Canceled) {
 				log.Error().Err(err).Msg("scheduler stopped")
 			}

@@ -27,8 +27,15 @@ import (
 // returns the admin client configuration once it serves.
 func startTestServer(t *testing.T, args ...string) *rest.Config {
 	t.Helper()
+	return startTestServerContext(t, context.Background(), args...)
+}
+
+// startTestServerContext is startTestServer with the command's context
+// (its values reach the components: klog's contextual logger).
+func startTestServerContext(t *testing.T, ctx context.Context, args ...string) *rest.Config {
+	t.Helper()
 	dir := t.TempDir()
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(ctx)
 	root := newRootCommand()
 	root.SetArgs(append([]string{"server", "--data-dir", dir, "--secure-port", "0", "--log-level", "error", "--disable-node", "--disable-dns"}, args...))
 	pr, pw := io.Pipe()

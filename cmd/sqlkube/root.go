@@ -9,6 +9,8 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
+
+	"github.com/sqlkube/sqlkube/internal/panics"
 )
 
 // version is set at build time with -ldflags "-X main.version=…".
@@ -69,11 +71,15 @@ func newVersionCommand() *cobra.Command {
 }
 
 // stderrLogger is the logger of long-running commands, on standard
-// error. The logs of the components they embed go to it too (routeLogs).
+// error. The logs of the components they embed go to it too (routeLogs),
+// and so do the panics those components' goroutines recover, which no
+// longer end the process (panics.Contain): every command that embeds a
+// Kubernetes component starts here.
 func stderrLogger(lf *logFlags) (zerolog.Logger, error) {
 	log, err := lf.logger(os.Stderr)
 	if err == nil {
 		routeLogs(log)
+		panics.Contain(log)
 	}
 	return log, err
 }
