@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"github.com/spf13/cobra"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -43,19 +45,24 @@ func (f localNodeFlags) checkKubeProxy(name, ip, kubeconfig string) error {
 // returned func waits for them to stop.
 func startNodeNetwork(ctx context.Context, f localNodeFlags, n nodeNetwork, log zerolog.Logger) (wait func()) {
 	var wg sync.WaitGroup
+	proxyLog := log // kube-proxy's own lines name the node
 	log = log.With().Str("node", n.name).Logger()
 	runProxy := func() {
 		if f.disableKubeProxy {
 			return
 		}
 		wg.Go(func() {
+			defer utilruntime.HandleCrash() // a panic stops this agent only
 			log.Info().Msg("starting kube-proxy")
-			if err := kubeproxy.Run(ctx, f.kubeProxyOptions(n.name, n.ip, n.kubeconfig)); err != nil {
+			o := f.kubeProxyOptions(n.name, n.ip, n.kubeconfig)
+			o.Command, o.Log = kubeProxyCommand(proxyLog), proxyLog
+			if err := kubeproxy.Run(ctx, o); err != nil {
 				log.Error().Err(err).Msg("kube-proxy stopped: Services do not reach this node's pods")
 			}
 		})
 	}
 	wg.Go(func() {
+		defer utilruntime.HandleCrash()
 		client, err := nodeClient(ctx, n.kubeconfig)
 		if err != nil {
 			if ctx.Err() == nil {
@@ -79,6 +86,33 @@ func startNodeNetwork(ctx context.Context, f localNodeFlags, n nodeNetwork, log 
 		}
 	})
 	return wg.Wait
+}
+
+// kubeProxyCommand runs kube-proxy in a child process of this binary (the
+// hidden `sqlkube kube-proxy`), logging JSON at log's level for
+// kubeproxy.Run to log again on log. /proc/self/exe is this process's
+// binary even when the file has since been replaced.
+func kubeProxyCommand(log zerolog.Logger) []string {
+	return []string{"/proc/self/exe", "--log-format=json", "--log-level=" + log.GetLevel().String(), "kube-proxy", "--"}
+}
+
+// newKubeProxyCommand is `sqlkube kube-proxy -- FLAGS`: Kubernetes'
+// kube-proxy with its own flags, in the process the node agent starts
+// for it (kubeproxy.Run), which may end on its own.
+func newKubeProxyCommand(lf *logFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:    "kube-proxy -- KUBE-PROXY-FLAGS",
+		Short:  "Run Kubernetes' kube-proxy (started by a node agent in its own process)",
+		Hidden: true,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if _, err := stderrLogger(lf); err != nil {
+				return err
+			}
+			ctx, stop := signalContext(cmd.Context())
+			defer stop()
+			return kubeproxy.RunInProcess(ctx, args)
+		},
+	}
 }
 
 // nodeClient is a client with the node's credential, once its kubeconfig

@@ -11,15 +11,24 @@
 // its health check (:10256) and metrics (127.0.0.1:10249) as kube-proxy
 // does, and leaves the host's conntrack table size alone. One kube-proxy
 // per network namespace: two would rewrite each other's rules.
+//
+// It runs in a child process (Run), not in the node agent's: kube-proxy
+// ends its process with os.Exit when the node's pod CIDR changes (its
+// node manager, with NodeCIDR local detection), counting on a supervisor
+// to start it again with the new one. Run is that supervisor, and the
+// node agent (which may be `sqlkube server`, the whole control plane)
+// never ends with it.
 package kubeproxy
 
 import (
 	"context"
 	"fmt"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/rs/zerolog"
 	"github.com/spf13/pflag"
 	"golang.org/x/sys/unix"
 	cliflag "k8s.io/component-base/cli/flag"
@@ -38,6 +47,13 @@ type Options struct {
 	Mode string
 	// ExtraArgs are kube-proxy flags, applied last (--kube-proxy-arg).
 	ExtraArgs []string
+	// Command is how Run starts kube-proxy: a program and its first
+	// arguments, to which Run appends Args. The program must pass those
+	// to RunInProcess (sqlkube's hidden `kube-proxy` command does) and
+	// write its logs as JSON lines (zerolog's) to standard error.
+	Command []string
+	// Log gets the child's log lines (and what else it writes).
+	Log zerolog.Logger
 }
 
 // Args are the kube-proxy flags Options stand for, before ExtraArgs.
@@ -99,11 +115,16 @@ func options(o Options) (*app.Options, error) {
 	if o.Kubeconfig == "" || o.NodeName == "" {
 		return nil, fmt.Errorf("kube-proxy: Kubeconfig and NodeName are required")
 	}
+	return parse(o.Args())
+}
+
+// parse parses kube-proxy's flags into its options and checks them.
+func parse(args []string) (*app.Options, error) {
 	ko := app.NewOptions()
 	fs := pflag.NewFlagSet("kube-proxy", pflag.ContinueOnError)
 	fs.SetNormalizeFunc(cliflag.WordSepNormalizeFunc)
 	ko.AddFlags(fs)
-	if err := fs.Parse(o.Args()); err != nil {
+	if err := fs.Parse(args); err != nil {
 		return nil, fmt.Errorf("--kube-proxy-arg: %w", err)
 	}
 	if fs.NArg() > 0 {
@@ -124,12 +145,29 @@ func Check(o Options) error {
 	return err
 }
 
-// Run runs kube-proxy until ctx ends. Like the kubelet, kube-proxy is not
-// built to stop inside a process that goes on: Run returns when ctx ends,
-// but its informers live until the process exits. Its rules stay, so
-// Services keep working while the node agent restarts.
+// Run runs kube-proxy in a child process (o.Command) until ctx ends, and
+// starts it again whenever it exits (a minute apart at most); its logs go
+// to o.Log. It returns an error only when o is invalid. When ctx ends the
+// child gets SIGTERM, and it gets SIGTERM too if this process dies first.
+// kube-proxy's rules stay after it, so Services keep working while it
+// restarts.
 func Run(ctx context.Context, o Options) error {
-	ko, err := options(o)
+	if _, err := options(o); err != nil {
+		return err
+	}
+	if len(o.Command) == 0 {
+		return fmt.Errorf("kube-proxy: no Command to run it with")
+	}
+	supervise(ctx, append(slices.Clip(o.Command), o.Args()...), o.Log)
+	return nil
+}
+
+// RunInProcess runs kube-proxy with its flags args in this process until
+// ctx ends or it fails. kube-proxy is not built to stop inside a process
+// that goes on (its informers live until the process exits), and it may
+// end the process itself: this is for the child process Run starts.
+func RunInProcess(ctx context.Context, args []string) error {
+	ko, err := parse(args)
 	if err != nil {
 		return err
 	}

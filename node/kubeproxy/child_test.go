@@ -1,0 +1,125 @@
+package kubeproxy
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+)
+
+// lines is a log destination that hands each event (zerolog writes one
+// per Write) to a channel, decoded.
+type lines chan map[string]any
+
+func (l lines) Write(p []byte) (int, error) {
+	var m map[string]any
+	if err := json.Unmarshal(p, &m); err != nil {
+		return 0, err
+	}
+	l <- m
+	return len(p), nil
+}
+
+// next waits for the next event whose message contains msg, failing the
+// test if it does not come.
+func (l lines) next(t *testing.T, msg string) map[string]any {
+	t.Helper()
+	timeout := time.After(30 * time.Second)
+	for {
+		select {
+		case m := <-l:
+			if s, _ := m["message"].(string); strings.Contains(s, msg) {
+				return m
+			}
+		case <-timeout:
+			t.Fatalf("no log line with %q", msg)
+		}
+	}
+}
+
+func TestRun_StartsTheChildAgain(t *testing.T) {
+	first, max := firstRestartDelay, maxRestartDelay
+	firstRestartDelay, maxRestartDelay = time.Millisecond, time.Second
+	t.Cleanup(func() { firstRestartDelay, maxRestartDelay = first, max })
+
+	// A stand-in for `sqlkube kube-proxy`: its first run logs and dies as
+	// kube-proxy does when the node's pod CIDR changes (with a line that
+	// is not JSON); its second logs and runs until it is stopped.
+	runs := filepath.Join(t.TempDir(), "runs")
+	script := fmt.Sprintf(`n=$(cat %[1]q 2>/dev/null || echo 0); n=$((n+1)); echo $n > %[1]q
+echo "{\"level\":\"warn\",\"time\":\"2020-01-01T00:00:00Z\",\"message\":\"run $n\",\"args\":\"$*\"}" >&2
+if [ $n -eq 1 ]; then echo "PodCIDRs changed for the node"; exit 1; fi
+exec sleep 600`, runs)
+	log := make(lines, 100)
+	o := Options{Kubeconfig: "/n/kubelet.kubeconfig", NodeName: "n1", Command: []string{"sh", "-c", script, "sh"}, Log: zerolog.New(log)}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, o) }()
+
+	m := log.next(t, "run 1")
+	if m["level"] != "warn" || m["process"] != "kube-proxy" || m["time"] != nil {
+		t.Errorf("the child's line came out as %v: want its level, process=kube-proxy and no time of its own", m)
+	}
+	if args, _ := m["args"].(string); !strings.Contains(args, "--hostname-override=n1") {
+		t.Errorf("the child got %q, want kube-proxy's flags", args)
+	}
+	if m := log.next(t, "PodCIDRs changed"); m["level"] != "error" {
+		t.Errorf("a line that is not JSON came out as %v, want an error", m)
+	}
+	log.next(t, "starting it again")
+	started := log.next(t, "kube-proxy started")
+	log.next(t, "run 2")
+
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return after its context ended")
+	}
+	pid, _ := started["pid"].(float64)
+	if err := syscall.Kill(int(pid), 0); !errors.Is(err, syscall.ESRCH) {
+		t.Errorf("the child (pid %v) is still there: %v", pid, err)
+	}
+}
+
+func TestRun_RefusesBadOptions(t *testing.T) {
+	ctx := context.Background()
+	if err := Run(ctx, Options{Kubeconfig: "k", NodeName: "n1"}); err == nil {
+		t.Error("no Command: accepted")
+	}
+	if err := Run(ctx, Options{Kubeconfig: "k", NodeName: "n1", Command: []string{"true"}, ExtraArgs: []string{"--no-such-flag"}}); err == nil {
+		t.Error("a bad flag: accepted")
+	}
+}
+
+func TestChildLog(t *testing.T) {
+	log := make(lines, 10)
+	c := &childLog{log: zerolog.New(log)}
+	// A line may come in pieces, and the last may lack its newline.
+	for _, p := range []string{`{"level":"debug","message":"a",`, `"node":"n1"}` + "\n" + "goroutine 1 [running]:\n", `{"level":"info","message":"b"}`} {
+		if _, err := c.Write([]byte(p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.flush()
+	close(log)
+	var got []string
+	for m := range log {
+		got = append(got, fmt.Sprintf("%v %v %v", m["level"], m["message"], m["node"]))
+	}
+	want := []string{"debug a n1", "error goroutine 1 [running]: <nil>", "info b <nil>"}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}
