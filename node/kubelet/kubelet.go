@@ -10,8 +10,10 @@ package kubelet
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -62,6 +64,17 @@ type Options struct {
 	NodeLabels map[string]string
 	// ExtraArgs are kubelet flags, applied last (--kubelet-arg).
 	ExtraArgs []string
+}
+
+// portFree reports an error when the kubelet could not listen on
+// address:port: it would find out after it started, in a goroutine, and
+// end the process.
+func portFree(address string, port int32) error {
+	l, err := net.Listen("tcp", net.JoinHostPort(address, strconv.Itoa(int(port))))
+	if err != nil {
+		return fmt.Errorf("kubelet: its port: %w", err)
+	}
+	return l.Close()
 }
 
 // Paths under Options.Dir.
@@ -165,10 +178,16 @@ func Server(o Options) (*options.KubeletServer, error) {
 
 // Run runs the kubelet until ctx is done. The kubelet is not built to
 // stop inside a process that goes on: Run returns when ctx ends, but some
-// of its goroutines live until the process exits, as in k3s.
+// of its goroutines live until the process exits, as in k3s. Nor is it
+// built to share its process: it ends it (os.Exit) on some failures,
+// which docs/architecture.md lists. The commonest, a port another
+// program holds, Run refuses before it starts.
 func Run(ctx context.Context, o Options) error {
 	s, err := Server(o)
 	if err != nil {
+		return err
+	}
+	if err := portFree(s.Address, s.Port); err != nil {
 		return err
 	}
 	deps, err := app.UnsecuredDependencies(ctx, s, utilfeature.DefaultFeatureGate)

@@ -1,6 +1,7 @@
 package kubelet
 
 import (
+	"net"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -50,5 +51,22 @@ func TestServer_RejectsBadInput(t *testing.T) {
 		if _, err := Server(o); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
+	}
+}
+
+// TestPortFree: a port another program listens on is refused before the
+// kubelet starts (it would end the process).
+func TestPortFree(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := int32(l.Addr().(*net.TCPAddr).Port)
+	if err := portFree("127.0.0.1", port); err == nil || !strings.Contains(err.Error(), "address already in use") {
+		t.Errorf("a port in use: %v", err)
+	}
+	l.Close()
+	if err := portFree("127.0.0.1", port); err != nil {
+		t.Errorf("a free port: %v", err)
 	}
 }
