@@ -2,6 +2,7 @@ package allocator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/big"
 	"math/rand/v2"
@@ -24,6 +25,13 @@ func FirstServiceIP(network *net.IPNet) net.IP {
 	return out
 }
 
+// Errors of Allocate, checked with errors.Is.
+var (
+	ErrNotInRange = errors.New("allocator: not in the range")
+	ErrAllocated  = errors.New("allocator: already allocated")
+	ErrFull       = errors.New("allocator: the range is full")
+)
+
 // Reservations hands out unique values (service cluster IPs, node ports)
 // by creating one etcd key per value in a transaction that succeeds only
 // if the key does not exist, so API servers sharing a database never hand
@@ -34,6 +42,10 @@ type Reservations struct {
 	size   int64
 	value  func(i int64) string // the i-th value of the range
 	index  func(v string) (int64, bool)
+	// valid describes the range for error messages ("10.96.0.0/12").
+	valid string
+	// network is the cluster IP range (nil for node ports).
+	network *net.IPNet
 	// reservedFor are values only their owner may claim (the first
 	// cluster IP is the kubernetes service's); random allocation skips
 	// them.
@@ -55,31 +67,44 @@ func (r *Reservations) reserve(ctx context.Context, v, owner string) (bool, erro
 }
 
 // Allocate claims the requested value (which must be in the range and
-// free) or, if none is requested, a free one.
+// free) or, if none is requested, a free one. Errors wrap ErrNotInRange,
+// ErrAllocated or ErrFull.
 func (r *Reservations) Allocate(ctx context.Context, requested, owner string) (string, error) {
+	return r.allocate(ctx, requested, owner, false)
+}
+
+// allocate is Allocate; with dryRun it only checks, or picks a value that
+// is free now, and claims nothing.
+func (r *Reservations) allocate(ctx context.Context, requested, owner string, dryRun bool) (string, error) {
 	if requested != "" {
 		if _, ok := r.index(requested); !ok {
-			return "", fmt.Errorf("%s is not in the range", requested)
+			return "", fmt.Errorf("%s: %w", requested, ErrNotInRange)
 		}
 		if o, ok := r.reservedFor[requested]; ok && o != owner {
-			return "", fmt.Errorf("%s is already allocated", requested)
+			return "", fmt.Errorf("%s: %w", requested, ErrAllocated)
+		}
+		if dryRun {
+			taken, err := r.Has(ctx, requested)
+			if err != nil {
+				return "", err
+			}
+			if taken {
+				return "", fmt.Errorf("%s: %w", requested, ErrAllocated)
+			}
+			return requested, nil
 		}
 		ok, err := r.reserve(ctx, requested, owner)
 		if err != nil {
 			return "", err
 		}
 		if !ok {
-			return "", fmt.Errorf("%s is already allocated", requested)
+			return "", fmt.Errorf("%s: %w", requested, ErrAllocated)
 		}
 		return requested, nil
 	}
 	taken := map[string]bool{}
-	resp, err := r.client.Get(ctx, r.prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly())
-	if err != nil {
+	if err := r.ForEach(ctx, func(v string) { taken[v] = true }); err != nil {
 		return "", err
-	}
-	for _, kv := range resp.Kvs {
-		taken[string(kv.Key[len(r.prefix):])] = true
 	}
 	// Above the static band first, from a random place; the band only
 	// when the rest is taken.
@@ -95,6 +120,9 @@ func (r *Reservations) Allocate(ctx context.Context, requested, owner string) (s
 			if _, reserved := r.reservedFor[v]; taken[v] || reserved {
 				continue
 			}
+			if dryRun {
+				return v, nil
+			}
 			ok, err := r.reserve(ctx, v, owner)
 			if err != nil {
 				return "", err
@@ -104,7 +132,28 @@ func (r *Reservations) Allocate(ctx context.Context, requested, owner string) (s
 			}
 		}
 	}
-	return "", fmt.Errorf("the range is full")
+	return "", ErrFull
+}
+
+// Has reports whether v is claimed.
+func (r *Reservations) Has(ctx context.Context, v string) (bool, error) {
+	resp, err := r.client.Get(ctx, r.Key(v), clientv3.WithCountOnly())
+	if err != nil {
+		return false, err
+	}
+	return resp.Count > 0, nil
+}
+
+// ForEach calls fn with every claimed value.
+func (r *Reservations) ForEach(ctx context.Context, fn func(v string)) error {
+	resp, err := r.client.Get(ctx, r.prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	if err != nil {
+		return err
+	}
+	for _, kv := range resp.Kvs {
+		fn(string(kv.Key[len(r.prefix):]))
+	}
+	return nil
 }
 
 // staticBand is how many values at the start of the range random
@@ -142,7 +191,7 @@ func NewClusterIPs(client *clientv3.Client, cidr string) (*Reservations, error) 
 	first := FirstServiceIP(network)
 	return &Reservations{
 		reservedFor: map[string]string{first.String(): KubernetesServiceOwner},
-		client:      client, prefix: "/registry/sqlkube/serviceips/", size: size,
+		client:      client, prefix: "/registry/sqlkube/serviceips/", size: size, valid: network.String(), network: network,
 		value: func(i int64) string {
 			n := new(big.Int).Add(base, big.NewInt(i+1)).Bytes()
 			out := make(net.IP, 4)
@@ -167,7 +216,7 @@ func NewNodePorts(client *clientv3.Client, portRange string) (*Reservations, err
 		return nil, fmt.Errorf("invalid service node port range %q", portRange)
 	}
 	return &Reservations{
-		client: client, prefix: "/registry/sqlkube/nodeports/", size: high - low + 1,
+		client: client, prefix: "/registry/sqlkube/nodeports/", size: high - low + 1, valid: fmt.Sprintf("%d-%d", low, high),
 		value: func(i int64) string { return strconv.FormatInt(low+i, 10) },
 		index: func(v string) (int64, bool) {
 			p, err := strconv.ParseInt(v, 10, 64)

@@ -167,21 +167,28 @@ func admissionVersion(obj runtime.Object) (_ runtime.Object, converted bool) {
 }
 
 // prepareCreate admits and prepares a new object: mutating admission on
-// the defaulted object, then prepareNew (system fields, the type's
-// strategy and validation), then validating admission.
-func (h *Request) prepareCreate(obj runtime.Object) (runtime.Object, error) {
+// the defaulted object, a service's addresses, then prepareNew (system
+// fields, the type's strategy and validation), then validating
+// admission. finish keeps (true) or gives back (false) the addresses.
+func (h *Request) prepareCreate(obj runtime.Object) (runtime.Object, finishFunc, error) {
 	scheme.Default(obj)
 	obj, err := h.AdmitMutate(admission.Create, obj, nil)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	finish, err := h.beginServiceCreate(obj)
+	if err != nil {
+		return nil, nil, err
 	}
 	if obj, err = h.prepareNew(obj); err != nil {
-		return nil, err
+		finish(false)
+		return nil, nil, err
 	}
 	if err := h.AdmitValidate(admission.Create, obj, nil); err != nil {
-		return nil, err
+		finish(false)
+		return nil, nil, err
 	}
-	return obj, nil
+	return obj, finish, nil
 }
 
 // prepareUpdate admits and prepares an update of existing: mutating

@@ -2,7 +2,6 @@ package handlers
 
 import (
 	"fmt"
-	"net/http"
 	"strings"
 	"sync"
 
@@ -17,8 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/managedfields"
-	k8sstorage "k8s.io/apiserver/pkg/storage"
-	storeerr "k8s.io/apiserver/pkg/storage/errors"
 	"k8s.io/kube-openapi/pkg/validation/spec"
 	"sigs.k8s.io/yaml"
 )
@@ -143,57 +140,26 @@ func (h *Request) serverSideApply() error {
 	force := opts.Force != nil && *opts.Force
 	h.applying = true // managedFields come from Apply, not from tracking the update
 
-	build := func(existing runtime.Object) (runtime.Object, error) {
-		m, _ := meta.Accessor(existing)
-		creating := m.GetResourceVersion() == ""
-		live := existing
-		if creating {
-			if h.Info.Subresource != "" {
-				return nil, apierrors.NewNotFound(h.Resource.GroupResource(), h.Info.Name)
-			}
-			live = h.Resource.New()
-			lm, _ := meta.Accessor(live)
-			lm.SetName(h.Info.Name)
-			if h.Resource.Namespaced {
-				lm.SetNamespace(h.Info.Namespace)
-			}
+	// A missing object is created through the create path (subresources
+	// are never created); an existing one is updated.
+	newObj := func() (runtime.Object, error) {
+		live := h.Resource.New()
+		lm, _ := meta.Accessor(live)
+		lm.SetName(h.Info.Name)
+		if h.Resource.Namespaced {
+			lm.SetNamespace(h.Info.Namespace)
 		}
 		out, err := fm.Apply(live, applied.DeepCopy(), opts.FieldManager, force)
 		if err != nil {
 			return nil, applyTypeError(err)
 		}
-		if creating {
-			return h.prepareCreate(out)
-		}
-		updated, _, err := h.prepareUpdate(existing, out)
-		return updated, err
+		return out, nil
 	}
-
-	if len(opts.DryRun) > 0 {
-		existing := h.Resource.New()
-		if err := h.Store.Get(h.Ctx, h.Key(), k8sstorage.GetOptions{IgnoreNotFound: true}, existing); err != nil {
-			return h.Fail(storeerr.InterpretGetError(err, h.Resource.GroupResource(), h.Info.Name))
-		}
-		out, err := build(existing)
+	return h.upsert(h.Info.Subresource == "", newObj, func(existing runtime.Object) (runtime.Object, *uint64, error) {
+		out, err := fm.Apply(existing, applied.DeepCopy(), opts.FieldManager, force)
 		if err != nil {
-			return h.Fail(err)
+			return nil, nil, applyTypeError(err)
 		}
-		return h.respond(http.StatusOK, out)
-	}
-	created := false
-	out := h.Resource.New()
-	err = h.Store.GuaranteedUpdate(h.Ctx, h.Key(), out, h.Info.Subresource == "", nil, func(existing runtime.Object, _ k8sstorage.ResponseMeta) (runtime.Object, *uint64, error) {
-		m, _ := meta.Accessor(existing)
-		created = m.GetResourceVersion() == ""
-		obj, err := build(existing)
-		return obj, nil, err
-	}, nil)
-	if err != nil {
-		return h.Fail(storeerr.InterpretUpdateError(err, h.Resource.GroupResource(), h.Info.Name))
-	}
-	code := http.StatusOK
-	if created {
-		code = http.StatusCreated
-	}
-	return h.respond(code, out)
+		return h.prepareUpdate(existing, out)
+	})
 }

@@ -23,8 +23,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apiserver/pkg/endpoints/handlers/negotiation"
-	k8sstorage "k8s.io/apiserver/pkg/storage"
-	storeerr "k8s.io/apiserver/pkg/storage/errors"
 )
 
 // patchTypes are the patch encodings PATCH accepts besides server-side
@@ -97,39 +95,14 @@ func (h *Request) patch() error {
 		return h.Fail(err)
 	}
 
-	if len(opts.DryRun) > 0 {
-		// Validated above: the only value is All. Patch the current object
-		// and answer with the result, writing nothing.
-		existing := h.Resource.New()
-		if err := h.Store.Get(h.Ctx, h.Key(), k8sstorage.GetOptions{}, existing); err != nil {
-			return h.Fail(storeerr.InterpretGetError(err, h.Resource.GroupResource(), h.Info.Name))
-		}
-		patched, err := p.apply(existing)
-		if err != nil {
-			return h.Fail(err)
-		}
-		out, _, err := h.prepareUpdate(existing, patched)
-		if err != nil {
-			return h.Fail(err)
-		}
-		return h.respond(http.StatusOK, out)
-	}
-
-	out := h.Resource.New()
-	err = h.Store.GuaranteedUpdate(h.Ctx, h.Key(), out, false, nil, func(existing runtime.Object, _ k8sstorage.ResponseMeta) (runtime.Object, *uint64, error) {
+	// A patch never creates (but for apply, apply.go).
+	return h.upsert(false, nil, func(existing runtime.Object) (runtime.Object, *uint64, error) {
 		patched, err := p.apply(existing)
 		if err != nil {
 			return nil, nil, err
 		}
 		return h.prepareUpdate(existing, patched)
-	}, nil)
-	if err != nil {
-		return h.Fail(storeerr.InterpretUpdateError(err, h.Resource.GroupResource(), h.Info.Name))
-	}
-	if out, err = h.finishDeletion(out); err != nil {
-		return h.Fail(err)
-	}
-	return h.respond(http.StatusOK, out)
+	})
 }
 
 // requestPatchType maps a Content-Type to a supported patch type, or a 415

@@ -22,7 +22,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/endpoints/request"
@@ -261,47 +260,12 @@ func (h *Request) create() error {
 		return h.Fail(err)
 	}
 	m, _ := meta.Accessor(obj)
-	if h.Resource.Namespaced {
-		if m.GetNamespace() != "" && m.GetNamespace() != h.Info.Namespace {
-			return h.Fail(apierrors.NewBadRequest("the namespace of the provided object does not match the namespace sent on the request"))
-		}
-		m.SetNamespace(h.Info.Namespace)
-	} else {
-		m.SetNamespace("")
+	if h.Resource.Namespaced && m.GetNamespace() != "" && m.GetNamespace() != h.Info.Namespace {
+		return h.Fail(apierrors.NewBadRequest("the namespace of the provided object does not match the namespace sent on the request"))
 	}
-	if m.GetName() == "" && m.GetGenerateName() != "" {
-		m.SetName(m.GetGenerateName() + utilrand.String(5))
-	}
-	h.Echo.Set(responses.CreatedNameKey, m.GetName())
-	// Services get their cluster IP and node ports before validation, as
-	// in kube-apiserver.
-	undo, err := h.allocateService(obj)
+	out, err := h.createObject(obj)
 	if err != nil {
 		return h.Fail(err)
-	}
-	obj, err = h.prepareCreate(h.trackManagedFields(h.Resource.New(), obj))
-	if err != nil {
-		undo()
-		return h.Fail(err)
-	}
-	m, _ = meta.Accessor(obj)
-	if err := h.AdmitNodeWrite(admission.Create, obj, nil, m.GetName()); err != nil {
-		undo()
-		return h.Fail(err)
-	}
-	if IsDryRun(opts.DryRun) {
-		defer undo()
-		// Nothing is written: answer as the create would, without a
-		// resourceVersion, unless the name is taken.
-		if err := h.Store.Get(h.Ctx, h.Resource.Key(m.GetNamespace(), m.GetName()), k8sstorage.GetOptions{}, h.Resource.New()); err == nil {
-			return h.Fail(apierrors.NewAlreadyExists(h.Resource.GroupResource(), m.GetName()))
-		}
-		return h.respond(http.StatusCreated, obj)
-	}
-	out := h.Resource.New()
-	if err := h.Store.Create(h.Ctx, h.Resource.Key(m.GetNamespace(), m.GetName()), obj, out, 0); err != nil {
-		undo()
-		return h.Fail(storeerr.InterpretCreateError(err, h.Resource.GroupResource(), m.GetName()))
 	}
 	return h.respond(http.StatusCreated, out)
 }
@@ -329,28 +293,11 @@ func (h *Request) update() error {
 		}
 		m.SetNamespace(h.Info.Namespace)
 	}
-	if IsDryRun(opts.DryRun) {
-		existing := h.Resource.New()
-		if err := h.Store.Get(h.Ctx, h.Key(), k8sstorage.GetOptions{}, existing); err != nil {
-			return h.Fail(storeerr.InterpretGetError(err, h.Resource.GroupResource(), h.Info.Name))
-		}
-		updated, _, err := h.prepareUpdate(existing, obj)
-		if err != nil {
-			return h.Fail(err)
-		}
-		return h.respond(http.StatusOK, updated)
-	}
-	out := h.Resource.New()
-	err = h.Store.GuaranteedUpdate(h.Ctx, h.Key(), out, false, nil, func(existing runtime.Object, _ k8sstorage.ResponseMeta) (runtime.Object, *uint64, error) {
-		return h.prepareUpdate(existing, obj.DeepCopyObject())
-	}, nil)
-	if err != nil {
-		return h.Fail(storeerr.InterpretUpdateError(err, h.Resource.GroupResource(), h.Info.Name))
-	}
-	if out, err = h.finishDeletion(out); err != nil {
-		return h.Fail(err)
-	}
-	return h.respond(http.StatusOK, out)
+	// A PUT of a missing object creates it where the resource allows.
+	return h.upsert(h.allowCreateOnUpdate(), func() (runtime.Object, error) { return obj.DeepCopyObject(), nil },
+		func(existing runtime.Object) (runtime.Object, *uint64, error) {
+			return h.prepareUpdate(existing, obj.DeepCopyObject())
+		})
 }
 
 // prepareNew sets what the server owns on a new object and validates
@@ -425,34 +372,21 @@ func (h *Request) prepareChanged(existing, updated runtime.Object) (_ runtime.Ob
 	}
 	scheme.Default(updated)
 	if h.Info.Subresource == "status" || h.Info.Subresource == "approval" {
-		// The status (an approval's strategy keeps only its conditions).
-		merged := existing.DeepCopyObject()
-		if err := copyField(updated, merged, "Status"); err != nil {
-			return nil, nil, err
-		}
-		if merged, err = h.runUpdateStrategy(h.Info.Subresource, existing, merged); err != nil {
-			return nil, nil, err
-		}
-		if h.Resource.Admit != nil {
-			if err := h.Resource.Admit(h.Ctx, merged, existing); err != nil {
-				return nil, nil, err
-			}
-		}
-		if !h.applying {
-			merged = h.trackManagedFields(existing, merged)
-		} else if err := copyManagedFields(updated, merged); err != nil {
-			return nil, nil, err
-		}
-		return merged, nil, nil
+		return h.prepareStatus(existing, updated)
 	}
 	if h.Resource.Status {
 		if err := copyField(existing, updated, "Status"); err != nil {
 			return nil, nil, err
 		}
 	}
-	if err := keepServiceAllocations(existing, updated); err != nil {
+	// A service's addresses, as kube-apiserver's BeginUpdate: kept when
+	// omitted, claimed or given back when the type changes.
+	finish, err := h.beginServiceUpdate(updated, existing)
+	if err != nil {
 		return nil, nil, err
 	}
+	done := false
+	defer func() { finish(done) }()
 	keepNamespaceFinalizers(existing, updated)
 	newMeta.SetUID(oldMeta.GetUID())
 	newMeta.SetCreationTimestamp(oldMeta.GetCreationTimestamp())
@@ -480,7 +414,57 @@ func (h *Request) prepareChanged(existing, updated runtime.Object) (_ runtime.Ob
 	if !h.applying {
 		updated = h.trackManagedFields(existing, updated)
 	}
+	done = true
 	return updated, nil, nil
+}
+
+// prepareStatus makes the object a write to the status (or approval)
+// subresource stores. Where Kubernetes has a strategy for it, the written
+// object goes through it whole and its PrepareForUpdate decides what the
+// write may change (a Deployment's status write keeps its annotations
+// and not its labels or spec), as kube-apiserver's status store does;
+// without one (custom resources) only the status is taken.
+func (h *Request) prepareStatus(existing, updated runtime.Object) (runtime.Object, *uint64, error) {
+	var merged runtime.Object
+	if registry.UpdateStrategy(h.Resource, h.Info.Subresource) != nil {
+		merged = updated
+		oldMeta, _ := meta.Accessor(existing)
+		newMeta, _ := meta.Accessor(merged)
+		// What rest.BeforeUpdate keeps around a strategy.
+		newMeta.SetGeneration(oldMeta.GetGeneration())
+		if newMeta.GetUID() == "" {
+			newMeta.SetUID(oldMeta.GetUID())
+		}
+		newMeta.SetCreationTimestamp(oldMeta.GetCreationTimestamp())
+		newMeta.SetDeletionTimestamp(oldMeta.GetDeletionTimestamp())
+		newMeta.SetDeletionGracePeriodSeconds(oldMeta.GetDeletionGracePeriodSeconds())
+		if errs := validateObjectMeta(newMeta, h.Resource); len(errs) > 0 {
+			return nil, nil, apierrors.NewInvalid(h.Resource.GVK.GroupKind(), newMeta.GetName(), errs)
+		}
+	} else {
+		merged = existing.DeepCopyObject()
+		if err := copyField(updated, merged, "Status"); err != nil {
+			return nil, nil, err
+		}
+		if h.applying {
+			if err := copyManagedFields(updated, merged); err != nil {
+				return nil, nil, err
+			}
+		}
+	}
+	merged, err := h.runUpdateStrategy(h.Info.Subresource, existing, merged)
+	if err != nil {
+		return nil, nil, err
+	}
+	if h.Resource.Admit != nil {
+		if err := h.Resource.Admit(h.Ctx, merged, existing); err != nil {
+			return nil, nil, err
+		}
+	}
+	if !h.applying {
+		merged = h.trackManagedFields(existing, merged)
+	}
+	return merged, nil, nil
 }
 
 func (h *Request) delete() error {

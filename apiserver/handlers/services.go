@@ -1,79 +1,128 @@
 package handlers
 
 import (
+	"context"
 	"fmt"
 
-	"github.com/sqlkube/sqlkube/apiserver/registry"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apiserver/pkg/registry/generic"
+	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
+	k8sstorage "k8s.io/apiserver/pkg/storage"
+	"k8s.io/apiserver/pkg/storage/storagebackend"
+	"k8s.io/apiserver/pkg/storage/storagebackend/factory"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/kubernetes/pkg/api/legacyscheme"
+	api "k8s.io/kubernetes/pkg/apis/core"
+	"k8s.io/kubernetes/pkg/registry/core/service/ipallocator"
+	svcstorage "k8s.io/kubernetes/pkg/registry/core/service/storage"
 )
 
-// needsNodePorts: NodePort services, and LoadBalancer ones unless
-// spec.allocateLoadBalancerNodePorts is false.
-func needsNodePorts(svc *corev1.Service) bool {
-	if svc.Spec.Type == corev1.ServiceTypeLoadBalancer {
-		return svc.Spec.AllocateLoadBalancerNodePorts == nil || *svc.Spec.AllocateLoadBalancerNodePorts
-	}
-	return svc.Spec.Type == corev1.ServiceTypeNodePort
+// Services get their IP families, cluster IPs and node ports from
+// Kubernetes' own service storage (its BeginCreate and BeginUpdate
+// hooks: IP family policy and defaults, dual-stack refusals, requested
+// and random cluster IPs, node ports and health check node ports, and
+// every change of type on update), claiming values through
+// apiserver/allocator. Its storage is never used: only the hooks.
+
+// finishFunc ends an allocation: true keeps what was claimed (and frees
+// what an update gave up), false gives back what was claimed.
+type finishFunc func(success bool)
+
+func finishNothing(bool) {}
+
+// serviceHooks is Kubernetes' service REST for one service write, over
+// this server's allocators on the request's context, claiming for owner.
+func (h *Request) serviceHooks(owner string) (*svcstorage.REST, error) {
+	ips := h.API.ClusterIPs.IPAllocator(h.Ctx, owner)
+	rest, _, _, err := svcstorage.NewREST(hooksOnly{}, ips.IPFamily(),
+		map[api.IPFamily]ipallocator.Interface{ips.IPFamily(): ips}, h.API.NodePorts.PortAllocator(h.Ctx, owner), nil, nil, nil)
+	return rest, err
 }
 
-// allocateService defaults a new service and gives it a cluster IP (from
-// --service-cluster-ip-range, unless headless or ExternalName) and node
-// ports (NodePort and LoadBalancer types); undo releases them if the
-// create does not happen.
-func (h *Request) allocateService(obj runtime.Object) (undo func(), err error) {
+// hooksOnly gives Kubernetes' service REST a storage it never reaches.
+type hooksOnly struct{}
+
+func (hooksOnly) GetRESTOptions(resource schema.GroupResource, _ runtime.Object) (generic.RESTOptions, error) {
+	return generic.RESTOptions{
+		StorageConfig:  &storagebackend.ConfigForResource{GroupResource: resource},
+		ResourcePrefix: "/services/specs",
+		Decorator: func(*storagebackend.ConfigForResource, string, func(runtime.Object) (string, error), func() runtime.Object,
+			func() runtime.Object, k8sstorage.AttrFunc, k8sstorage.IndexerFuncs, *cache.Indexers) (k8sstorage.Interface, factory.DestroyFunc, error) {
+			return nil, func() {}, nil
+		},
+	}, nil
+}
+
+// beginServiceCreate allocates a new service's addresses in place
+// (after mutating admission, before the strategy, as kube-apiserver);
+// other objects pass untouched. A dry run claims nothing.
+func (h *Request) beginServiceCreate(obj runtime.Object) (finishFunc, error) {
 	svc, ok := obj.(*corev1.Service)
 	if !ok || h.API.ClusterIPs == nil {
-		return func() {}, nil
+		return finishNothing, nil
 	}
-	registry.DefaultService(svc)
-	owner := svc.Namespace + "/" + svc.Name
-	var ips, ports []string
-	undo = func() {
-		for _, ip := range ips {
-			_ = h.API.ClusterIPs.Release(h.Ctx, ip)
-		}
-		for _, p := range ports {
-			_ = h.API.NodePorts.Release(h.Ctx, p)
-		}
-	}
-	invalid := func(path *field.Path, value any, err error) error {
-		undo()
-		return apierrors.NewInvalid(h.Resource.GVK.GroupKind(), svc.Name, field.ErrorList{field.Invalid(path, value, err.Error())})
-	}
-	if svc.Spec.Type != corev1.ServiceTypeExternalName && svc.Spec.ClusterIP != corev1.ClusterIPNone {
-		ip, err := h.API.ClusterIPs.Allocate(h.Ctx, svc.Spec.ClusterIP, owner)
-		if err != nil {
-			return nil, invalid(field.NewPath("spec", "clusterIP"), svc.Spec.ClusterIP, err)
-		}
-		ips = append(ips, ip)
-		svc.Spec.ClusterIP, svc.Spec.ClusterIPs = ip, []string{ip}
-	} else if svc.Spec.ClusterIP == corev1.ClusterIPNone {
-		svc.Spec.ClusterIPs = []string{corev1.ClusterIPNone}
-	}
-	if needsNodePorts(svc) {
-		for i := range svc.Spec.Ports {
-			p := &svc.Spec.Ports[i]
-			requested := ""
-			if p.NodePort != 0 {
-				requested = fmt.Sprint(p.NodePort)
-			}
-			port, err := h.API.NodePorts.Allocate(h.Ctx, requested, owner)
-			if err != nil {
-				return nil, invalid(field.NewPath("spec", "ports").Index(i).Child("nodePort"), p.NodePort, err)
-			}
-			ports = append(ports, port)
-			var n int32
-			_, _ = fmt.Sscan(port, &n)
-			p.NodePort = n
-		}
-	}
-	return undo, nil
+	return h.runServiceHook(svc, nil, func(rest *svcstorage.REST, in, _ *api.Service) (genericregistry.FinishFunc, error) {
+		return rest.Store.BeginCreate(h.Ctx, in, &metav1.CreateOptions{DryRun: h.dryRunOption()})
+	})
 }
 
-// releaseService gives back a deleted service's cluster IP and node ports.
+// beginServiceUpdate carries a service's addresses over an update:
+// omitted ones are kept, a cluster IP cannot change, a new type gets or
+// gives back what it needs.
+func (h *Request) beginServiceUpdate(obj, old runtime.Object) (finishFunc, error) {
+	svc, ok := obj.(*corev1.Service)
+	oldSvc, _ := old.(*corev1.Service)
+	if !ok || oldSvc == nil || h.API.ClusterIPs == nil {
+		return finishNothing, nil
+	}
+	return h.runServiceHook(svc, oldSvc, func(rest *svcstorage.REST, in, oldIn *api.Service) (genericregistry.FinishFunc, error) {
+		return rest.Store.BeginUpdate(h.Ctx, in, oldIn, &metav1.UpdateOptions{DryRun: h.dryRunOption()})
+	})
+}
+
+// runServiceHook runs one of the hooks on the internal versions of svc
+// (and old) and writes what it set back into svc.
+func (h *Request) runServiceHook(svc, old *corev1.Service, hook func(rest *svcstorage.REST, in, oldIn *api.Service) (genericregistry.FinishFunc, error)) (finishFunc, error) {
+	rest, err := h.serviceHooks(svc.Namespace + "/" + svc.Name)
+	if err != nil {
+		return nil, err
+	}
+	in := &api.Service{}
+	if err := legacyscheme.Scheme.Convert(svc, in, nil); err != nil {
+		return nil, err
+	}
+	var oldIn *api.Service
+	if old != nil {
+		oldIn = &api.Service{}
+		if err := legacyscheme.Scheme.Convert(old, oldIn, nil); err != nil {
+			return nil, err
+		}
+	}
+	finish, err := hook(rest, in, oldIn)
+	if err != nil {
+		return nil, err
+	}
+	if err := legacyscheme.Scheme.Convert(in, svc, nil); err != nil {
+		finish(h.Ctx, false)
+		return nil, err
+	}
+	ctx := context.WithoutCancel(h.Ctx)
+	return func(success bool) { finish(ctx, success) }, nil
+}
+
+// dryRunOption is the request's dryRun option as the hooks take it.
+func (h *Request) dryRunOption() []string {
+	if h.adm.dryRun {
+		return []string{metav1.DryRunAll}
+	}
+	return nil
+}
+
+// releaseService gives back a deleted service's cluster IPs and node
+// ports.
 func (h *Request) releaseService(obj runtime.Object) {
 	svc, ok := obj.(*corev1.Service)
 	if !ok || h.API.ClusterIPs == nil {
@@ -89,35 +138,7 @@ func (h *Request) releaseService(obj runtime.Object) {
 			_ = h.API.NodePorts.Release(h.Ctx, fmt.Sprint(p.NodePort))
 		}
 	}
-}
-
-// keepServiceAllocations carries a service's allocations over an update:
-// the cluster IP cannot change (422), an omitted one stays, and node ports
-// omitted for ports that had them stay.
-func keepServiceAllocations(existing, updated runtime.Object) error {
-	old, ok := existing.(*corev1.Service)
-	if !ok {
-		return nil
+	if svc.Spec.HealthCheckNodePort != 0 {
+		_ = h.API.NodePorts.Release(h.Ctx, fmt.Sprint(svc.Spec.HealthCheckNodePort))
 	}
-	svc := updated.(*corev1.Service)
-	if svc.Spec.ClusterIP == "" {
-		svc.Spec.ClusterIP, svc.Spec.ClusterIPs = old.Spec.ClusterIP, old.Spec.ClusterIPs
-	}
-	if svc.Spec.ClusterIP != old.Spec.ClusterIP {
-		return apierrors.NewInvalid(corev1.SchemeGroupVersion.WithKind("Service").GroupKind(), svc.Name, field.ErrorList{
-			field.Invalid(field.NewPath("spec", "clusterIP"), svc.Spec.ClusterIP, "field is immutable"),
-		})
-	}
-	if len(svc.Spec.ClusterIPs) == 0 {
-		svc.Spec.ClusterIPs = old.Spec.ClusterIPs
-	}
-	registry.DefaultService(svc)
-	for i := range svc.Spec.Ports {
-		for _, op := range old.Spec.Ports {
-			if svc.Spec.Ports[i].NodePort == 0 && op.Port == svc.Spec.Ports[i].Port && op.Protocol == svc.Spec.Ports[i].Protocol {
-				svc.Spec.Ports[i].NodePort = op.NodePort
-			}
-		}
-	}
-	return nil
 }

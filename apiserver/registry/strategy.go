@@ -199,23 +199,34 @@ func StrategyCreate(ctx context.Context, r *Resource, obj runtime.Object) (Strat
 	return res, err
 }
 
+// UpdateStrategy is the Kubernetes strategy an update of r (or of its
+// status or approval subresource) goes through, or nil if it has none.
+func UpdateStrategy(r *Resource, subresource string) rest.RESTUpdateStrategy {
+	switch subresource {
+	case "status":
+		if r.StatusStrategy != nil {
+			return r.StatusStrategy
+		}
+		if st, ok := statusStrategies[r.GroupResource()]; ok {
+			return st
+		}
+	case "approval":
+		if st, ok := approvalStrategies[r.GroupResource()]; ok {
+			return st
+		}
+	default:
+		if s := r.EffectiveStrategy(); s != nil {
+			return s
+		}
+	}
+	return nil
+}
+
 // StrategyUpdate runs the resource's update strategy (that of its status
 // or approval subresource when subresource names one) on updated against
 // existing.
 func StrategyUpdate(ctx context.Context, r *Resource, subresource string, existing, updated runtime.Object) (StrategyResult, error) {
-	var st rest.RESTUpdateStrategy
-	switch subresource {
-	case "status":
-		if st = r.StatusStrategy; st == nil {
-			st = statusStrategies[r.GroupResource()]
-		}
-	case "approval":
-		st = approvalStrategies[r.GroupResource()]
-	default:
-		if s := r.EffectiveStrategy(); s != nil {
-			st = s
-		}
-	}
+	st := UpdateStrategy(r, subresource)
 	if st == nil {
 		return StrategyResult{Obj: updated}, nil
 	}
