@@ -197,7 +197,8 @@ func TestPatch_StatusSubresource(t *testing.T) {
 	pods := cs.CoreV1().Pods("default")
 	createPod(t, cs, "s", corev1.Container{Name: "c", Image: "busybox"})
 
-	// Through /status only the status changes.
+	// Through /status the spec cannot change; metadata can, as the pod
+	// status strategy of kube-apiserver allows (labels, annotations).
 	patch := `{"metadata":{"labels":{"via":"status"}},"spec":{"activeDeadlineSeconds":5},"status":{"phase":"Running","podIP":"10.0.0.1"}}`
 	got, err := pods.Patch(ctx, "s", types.MergePatchType, []byte(patch), metav1.PatchOptions{}, "status")
 	if err != nil {
@@ -206,8 +207,8 @@ func TestPatch_StatusSubresource(t *testing.T) {
 	if got.Status.Phase != corev1.PodRunning || got.Status.PodIP != "10.0.0.1" {
 		t.Fatalf("status after status patch: %+v", got.Status)
 	}
-	if got.Labels["via"] != "" || got.Spec.ActiveDeadlineSeconds != nil || got.Generation != 1 {
-		t.Fatalf("status patch changed more than status: labels %v deadline %v generation %d", got.Labels, got.Spec.ActiveDeadlineSeconds, got.Generation)
+	if got.Labels["via"] != "status" || got.Spec.ActiveDeadlineSeconds != nil || got.Generation != 1 {
+		t.Fatalf("status patch: labels %v deadline %v generation %d, want via=status, no deadline, generation 1", got.Labels, got.Spec.ActiveDeadlineSeconds, got.Generation)
 	}
 
 	// Through the main resource the status cannot change.
