@@ -37,7 +37,7 @@ func supervise(ctx context.Context, argv []string, log zerolog.Logger) {
 		if time.Since(started) > maxRestartDelay {
 			delay = firstRestartDelay
 		}
-		log.Error().Err(err).Dur("restart_in", delay).Msg("kube-proxy exited; starting it again")
+		log.Error().Err(err).Dur("restartIn", delay).Msg("kube-proxy exited; starting it again")
 		t := time.NewTimer(delay)
 		select {
 		case <-ctx.Done():
