@@ -416,7 +416,7 @@ func (s *Server) openStorage(r *registry.Resource) (st k8sstorage.Interface, sto
 func (s *Server) cluster() *bootstrap.Cluster {
 	return &bootstrap.Cluster{
 		Etcd: s.cfg.Client.Client, Logger: s.cfg.Logger, ServiceClusterIPRange: s.cfg.ServiceClusterIPRange,
-		ClusterIPs: s.api.ClusterIPs, Registry: s.api.Registry, Storages: s.api.Storages, Loopback: s.loopback,
+		ClusterIPs: s.api.ClusterIPs, NodePorts: s.api.NodePorts, Registry: s.api.Registry, Storages: s.api.Storages, Loopback: s.loopback,
 	}
 }
 

@@ -18,7 +18,9 @@ import (
 // Run creates what a fresh cluster has: the system namespaces, the
 // system priority classes, the default ServiceCIDR, flow control's
 // default priority levels and flow schemas and Kubernetes' bootstrap RBAC policy
-// (reconciled at every start). It is idempotent.
+// (reconciled at every start), and repairs stored Services that lack the
+// addresses every Service is created with (servicerepair.go). It is
+// idempotent.
 func Run(ctx context.Context, c *Cluster) error {
 	r, _ := c.Registry.Lookup(schema.GroupVersionResource{Version: "v1", Resource: "namespaces"})
 	st := c.Storages[r]
@@ -45,5 +47,6 @@ func Run(ctx context.Context, c *Cluster) error {
 	if err := ensureFlowControlDefaults(ctx, cs); err != nil {
 		return err
 	}
+	repairServices(ctx, c)
 	return reconcileRBAC(ctx, cs)
 }

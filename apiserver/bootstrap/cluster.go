@@ -20,6 +20,8 @@ type Cluster struct {
 	// ClusterIPs hands them out.
 	ServiceClusterIPRange string
 	ClusterIPs            *allocator.Reservations
+	// NodePorts hands out services' node ports.
+	NodePorts *allocator.Reservations
 	Registry              *registry.Registry
 	Storages              map[*registry.Resource]k8sstorage.Interface
 	// Loopback reaches the API server in memory as system:masters.

@@ -4,57 +4,25 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/sqlkube/sqlkube/apiserver/allocator"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apiserver/pkg/registry/generic"
 	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
-	k8sstorage "k8s.io/apiserver/pkg/storage"
-	"k8s.io/apiserver/pkg/storage/storagebackend"
-	"k8s.io/apiserver/pkg/storage/storagebackend/factory"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/kubernetes/pkg/api/legacyscheme"
 	api "k8s.io/kubernetes/pkg/apis/core"
-	"k8s.io/kubernetes/pkg/registry/core/service/ipallocator"
 	svcstorage "k8s.io/kubernetes/pkg/registry/core/service/storage"
 )
 
 // Services get their IP families, cluster IPs and node ports from
-// Kubernetes' own service storage (its BeginCreate and BeginUpdate
-// hooks: IP family policy and defaults, dual-stack refusals, requested
-// and random cluster IPs, node ports and health check node ports, and
-// every change of type on update), claiming values through
-// apiserver/allocator. Its storage is never used: only the hooks.
+// Kubernetes' own service storage's allocation hooks
+// (allocator.ServiceHooks), claiming values through apiserver/allocator.
 
 // finishFunc ends an allocation: true keeps what was claimed (and frees
 // what an update gave up), false gives back what was claimed.
 type finishFunc func(success bool)
 
 func finishNothing(bool) {}
-
-// serviceHooks is Kubernetes' service REST for one service write, over
-// this server's allocators on the request's context, claiming for owner.
-func (h *Request) serviceHooks(owner string) (*svcstorage.REST, error) {
-	ips := h.API.ClusterIPs.IPAllocator(h.Ctx, owner)
-	rest, _, _, err := svcstorage.NewREST(hooksOnly{}, ips.IPFamily(),
-		map[api.IPFamily]ipallocator.Interface{ips.IPFamily(): ips}, h.API.NodePorts.PortAllocator(h.Ctx, owner), nil, nil, nil)
-	return rest, err
-}
-
-// hooksOnly gives Kubernetes' service REST a storage it never reaches.
-type hooksOnly struct{}
-
-func (hooksOnly) GetRESTOptions(resource schema.GroupResource, _ runtime.Object) (generic.RESTOptions, error) {
-	return generic.RESTOptions{
-		StorageConfig:  &storagebackend.ConfigForResource{GroupResource: resource},
-		ResourcePrefix: "/services/specs",
-		Decorator: func(*storagebackend.ConfigForResource, string, func(runtime.Object) (string, error), func() runtime.Object,
-			func() runtime.Object, k8sstorage.AttrFunc, k8sstorage.IndexerFuncs, *cache.Indexers) (k8sstorage.Interface, factory.DestroyFunc, error) {
-			return nil, func() {}, nil
-		},
-	}, nil
-}
 
 // beginServiceCreate allocates a new service's addresses in place
 // (after mutating admission, before the strategy, as kube-apiserver);
@@ -86,7 +54,7 @@ func (h *Request) beginServiceUpdate(obj, old runtime.Object) (finishFunc, error
 // runServiceHook runs one of the hooks on the internal versions of svc
 // (and old) and writes what it set back into svc.
 func (h *Request) runServiceHook(svc, old *corev1.Service, hook func(rest *svcstorage.REST, in, oldIn *api.Service) (genericregistry.FinishFunc, error)) (finishFunc, error) {
-	rest, err := h.serviceHooks(svc.Namespace + "/" + svc.Name)
+	rest, err := allocator.ServiceHooks(h.Ctx, h.API.ClusterIPs, h.API.NodePorts, svc.Namespace+"/"+svc.Name)
 	if err != nil {
 		return nil, err
 	}
