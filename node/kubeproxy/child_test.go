@@ -45,10 +45,6 @@ func (l lines) next(t *testing.T, msg string) map[string]any {
 }
 
 func TestRun_StartsTheChildAgain(t *testing.T) {
-	first, max := firstRestartDelay, maxRestartDelay
-	firstRestartDelay, maxRestartDelay = time.Millisecond, time.Second
-	t.Cleanup(func() { firstRestartDelay, maxRestartDelay = first, max })
-
 	// A stand-in for `sqlkube kube-proxy`: its first run logs and dies as
 	// kube-proxy does when the node's pod CIDR changes (with a line that
 	// is not JSON); its second logs and runs until it is stopped.
@@ -100,26 +96,5 @@ func TestRun_RefusesBadOptions(t *testing.T) {
 	}
 	if err := Run(ctx, Options{Kubeconfig: "k", NodeName: "n1", Command: []string{"true"}, ExtraArgs: []string{"--no-such-flag"}}); err == nil {
 		t.Error("a bad flag: accepted")
-	}
-}
-
-func TestChildLog(t *testing.T) {
-	log := make(lines, 10)
-	c := &childLog{log: zerolog.New(log)}
-	// A line may come in pieces, and the last may lack its newline.
-	for _, p := range []string{`{"level":"debug","message":"a",`, `"node":"n1"}` + "\n" + "goroutine 1 [running]:\n", `{"level":"info","message":"b"}`} {
-		if _, err := c.Write([]byte(p)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	c.flush()
-	close(log)
-	var got []string
-	for m := range log {
-		got = append(got, fmt.Sprintf("%v %v %v", m["level"], m["message"], m["node"]))
-	}
-	want := []string{"debug a n1", "error goroutine 1 [running]: <nil>", "info b <nil>"}
-	if strings.Join(got, "|") != strings.Join(want, "|") {
-		t.Errorf("got %q, want %q", got, want)
 	}
 }

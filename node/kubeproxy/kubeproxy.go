@@ -33,6 +33,8 @@ import (
 	"golang.org/x/sys/unix"
 	cliflag "k8s.io/component-base/cli/flag"
 	"k8s.io/kubernetes/cmd/kube-proxy/app"
+
+	"github.com/sqlkube/sqlkube/internal/childproc"
 )
 
 // Options configure the embedded kube-proxy.
@@ -158,7 +160,7 @@ func Run(ctx context.Context, o Options) error {
 	if len(o.Command) == 0 {
 		return fmt.Errorf("kube-proxy: no Command to run it with")
 	}
-	supervise(ctx, append(slices.Clip(o.Command), o.Args()...), o.Log)
+	childproc.Supervise(ctx, childproc.Options{Name: "kube-proxy", Argv: append(slices.Clip(o.Command), o.Args()...), Log: o.Log})
 	return nil
 }
 
