@@ -13,7 +13,7 @@ LDFLAGS := -X main.version=$(VERSION) \
 	-X k8s.io/component-base/version.gitVersion=$(K8S_VERSION) \
 	-X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$(K8S_MINOR)
 
-.PHONY: run build test test-deps test-ha vet fmt bench bench-compare bench-net image
+.PHONY: run build test test-deps test-deps-helm test-ha vet fmt bench bench-compare bench-net image
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/sqlkube ./cmd/sqlkube
@@ -48,11 +48,30 @@ test-deps:
 	  else echo "$$bin not found: install Debian's $$pkg; its tests will skip"; fi; \
 	done
 
-test: test-deps
+# HELM_VERSIONS are the Helm releases TestHelm drives (apiserver/e2e),
+# built with go install, each into its own directory since both are
+# named helm: HELM_DIR/helm-v3/helm and HELM_DIR/helm-v4/helm. A binary
+# whose module version (go version -m) is not the one named here is
+# rebuilt. Each build takes about 7 minutes on 2 cores with an empty
+# module cache. Under CI=true a failed build is an error; elsewhere the
+# test skips that version with a line.
+HELM_VERSIONS = v3.22.0 v4.3.1
+HELM_DIR ?= $(firstword $(subst :, ,$(shell $(GO) env GOPATH)))/bin
+
+test-deps-helm:
+	@for v in $(HELM_VERSIONS); do \
+	  major=$${v%%.*}; dir="$(HELM_DIR)/helm-$$major"; \
+	  [ "$$($(GO) version -m "$$dir/helm" 2>/dev/null | awk '$$1 == "mod" { print $$3 }')" = "$$v" ] && continue; \
+	  echo "building helm $$v into $$dir for the tests"; \
+	  (cd / && GOFLAGS= GOBIN="$$dir" $(GO) install helm.sh/helm/$$major/cmd/helm@$$v) || \
+	    { [ "$$CI" = true ] && exit 1; echo "could not build helm $$v: TestHelm skips it"; }; \
+	done
+
+test: test-deps test-deps-helm
 	$(GO) vet ./...
 	# One package at a time: the conformance suites run their backends in
 	# parallel and are timing-sensitive on a 2-core machine.
-	$(GO) test -p 1 -count=1 -timeout 40m ./...
+	SQLKUBE_HELM_DIR="$(HELM_DIR)" $(GO) test -p 1 -count=1 -timeout 40m ./...
 
 # test-ha is the fault test: three servers on a private PostgreSQL, a
 # minute of SIGKILLs, a PostgreSQL restart and a paused leader, with
