@@ -30,6 +30,12 @@ type File struct {
 	Link string
 	// Dir makes the entry an (empty) directory.
 	Dir bool
+	// HardLink, when set, makes the entry a hard link to the regular file
+	// at that path, which must be an earlier entry of the same image (in
+	// the layer's order: see layerTar).
+	HardLink string
+	// Uid and Gid own the entry (root when zero).
+	Uid, Gid int
 }
 
 // Image describes a single-layer linux/amd64 image.
@@ -42,6 +48,13 @@ type Image struct {
 	Cmd        []string
 	Env        []string
 	WorkingDir string
+	// User runs the image's processes ("1234", "1234:1234" or a name
+	// from the image's /etc/passwd) unless a pod says otherwise; root
+	// when empty.
+	User string
+	// StopSignal is the signal that stops the image's process
+	// ("SIGQUIT"); the runtime's default (SIGTERM) when empty.
+	StopSignal string
 }
 
 // epoch stamps every entry, so the same image always has the same digest.
@@ -58,16 +71,18 @@ func WriteArchive(w io.Writer, img Image) error {
 	}
 	layerDigest := digest(layer)
 	type platformConfig struct {
+		User       string   `json:"User,omitempty"`
 		Entrypoint []string `json:"Entrypoint,omitempty"`
 		Cmd        []string `json:"Cmd,omitempty"`
 		Env        []string `json:"Env,omitempty"`
 		WorkingDir string   `json:"WorkingDir,omitempty"`
+		StopSignal string   `json:"StopSignal,omitempty"`
 	}
 	config, err := json.Marshal(map[string]any{
 		"architecture": "amd64",
 		"os":           "linux",
 		"created":      epoch.Format(time.RFC3339),
-		"config":       platformConfig{img.Entrypoint, img.Cmd, img.Env, img.WorkingDir},
+		"config":       platformConfig{img.User, img.Entrypoint, img.Cmd, img.Env, img.WorkingDir, img.StopSignal},
 		"rootfs":       map[string]any{"type": "layers", "diff_ids": []string{layerDigest}},
 	})
 	if err != nil {
@@ -132,15 +147,21 @@ func WriteArchive(w io.Writer, img Image) error {
 	return tw.Close()
 }
 
-// layerTar is the layer: the files, with their parent directories.
+// layerTar is the layer: the files, with their parent directories, in
+// path order compared one component at a time (so a directory precedes
+// everything in it, and "a/b" precedes "a-b").
 func layerTar(files []File) ([]byte, error) {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	dirs := map[string]bool{}
+	regular := map[string]bool{}
 	sorted := append([]File(nil), files...)
-	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Path < sorted[j].Path })
+	for i := range sorted {
+		sorted[i].Path = path.Clean("/" + sorted[i].Path)
+	}
+	sort.SliceStable(sorted, func(i, j int) bool { return pathLess(sorted[i].Path, sorted[j].Path) })
 	for _, f := range sorted {
-		p := strings.TrimPrefix(path.Clean("/"+f.Path), "/")
+		p := strings.TrimPrefix(f.Path, "/")
 		if p == "" {
 			return nil, fmt.Errorf("images: file without a path")
 		}
@@ -154,7 +175,7 @@ func layerTar(files []File) ([]byte, error) {
 				return nil, err
 			}
 		}
-		h := &tar.Header{Name: p, ModTime: epoch}
+		h := &tar.Header{Name: p, ModTime: epoch, Uid: f.Uid, Gid: f.Gid}
 		switch {
 		case f.Dir:
 			if dirs[p] {
@@ -167,11 +188,18 @@ func layerTar(files []File) ([]byte, error) {
 			}
 		case f.Link != "":
 			h.Typeflag, h.Linkname, h.Mode = tar.TypeSymlink, f.Link, 0o777
+		case f.HardLink != "":
+			target := strings.TrimPrefix(path.Clean("/"+f.HardLink), "/")
+			if !regular[target] {
+				return nil, fmt.Errorf("images: %s is a hard link to %s, which is no earlier regular file", f.Path, f.HardLink)
+			}
+			h.Typeflag, h.Linkname, h.Mode = tar.TypeLink, target, f.Mode
 		default:
 			h.Typeflag, h.Size, h.Mode = tar.TypeReg, int64(len(f.Data)), f.Mode
 			if h.Mode == 0 {
 				h.Mode = 0o644
 			}
+			regular[p] = true
 		}
 		if err := tw.WriteHeader(h); err != nil {
 			return nil, err
@@ -186,6 +214,17 @@ func layerTar(files []File) ([]byte, error) {
 		return nil, err
 	}
 	return buf.Bytes(), nil
+}
+
+// pathLess orders clean absolute paths one component at a time.
+func pathLess(a, b string) bool {
+	as, bs := strings.Split(a, "/"), strings.Split(b, "/")
+	for i := 0; i < len(as) && i < len(bs); i++ {
+		if as[i] != bs[i] {
+			return as[i] < bs[i]
+		}
+	}
+	return len(as) < len(bs)
 }
 
 func digest(b []byte) string {
