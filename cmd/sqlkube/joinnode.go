@@ -111,6 +111,7 @@ func runJoinedNode(ctx context.Context, f joinFlags, kubeconfigPath string, extr
 	}
 	defer stopRuntime()
 	o.RuntimeEndpoint = endpoint
+	o.Command, o.Log = kubeletCommand(log), log
 	waitNetwork := startNodeNetwork(ctx, f.localNodeFlags, nodeNetwork{dir: nodeDir, name: name, ip: ip.String(), kubeconfig: o.Kubeconfig}, log)
 	defer waitNetwork()
 	log.Info().Str("node", name).Str("ip", ip.String()).Msg("starting the kubelet")

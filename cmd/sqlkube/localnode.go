@@ -65,8 +65,9 @@ const defaultClusterDNS = "10.96.0.10"
 var cniBinDirs = []string{"/usr/lib/cni", "/opt/cni/bin"}
 
 // runLocalNode starts containerd (unless an endpoint is given) and the
-// kubelet for this host, registered as system:node:NAME with a
-// certificate from the cluster's client CA, against the API at apiURL.
+// kubelet for this host (in a child process, kubelet.Run), registered as
+// system:node:NAME with a certificate from the cluster's client CA,
+// against the API at apiURL.
 // It returns when ctx ends; a host that cannot run containers gets one
 // line saying why, and the control plane goes on without a node.
 func runLocalNode(ctx context.Context, f localNodeFlags, dataDir, apiURL string, files pki.Files, log zerolog.Logger) error {
@@ -110,6 +111,7 @@ func runLocalNode(ctx context.Context, f localNodeFlags, dataDir, apiURL string,
 		ClientCAFile: files.CACert, TLSCertFile: nodeFiles.ServingCert, TLSKeyFile: nodeFiles.ServingKey,
 		RuntimeEndpoint: endpoint, ExtraArgs: f.kubeletArgs,
 		ClusterDNS: f.clusterDNS, ClusterDomain: f.clusterDomain,
+		Command: kubeletCommand(log), Log: log,
 	})
 }
 

@@ -89,12 +89,8 @@ func startNodeNetwork(ctx context.Context, f localNodeFlags, n nodeNetwork, log 
 }
 
 // kubeProxyCommand runs kube-proxy in a child process of this binary (the
-// hidden `sqlkube kube-proxy`), logging JSON at log's level for
-// kubeproxy.Run to log again on log. /proc/self/exe is this process's
-// binary even when the file has since been replaced.
-func kubeProxyCommand(log zerolog.Logger) []string {
-	return []string{"/proc/self/exe", "--log-format=json", "--log-level=" + log.GetLevel().String(), "kube-proxy", "--"}
-}
+// hidden `sqlkube kube-proxy`), to which kubeproxy.Run appends its flags.
+func kubeProxyCommand(log zerolog.Logger) []string { return childCommand(log, "kube-proxy", "--") }
 
 // newKubeProxyCommand is `sqlkube kube-proxy -- FLAGS`: Kubernetes'
 // kube-proxy with its own flags, in the process the node agent starts

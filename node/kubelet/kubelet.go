@@ -5,17 +5,31 @@
 // certificates and webhook authorization towards the API server, and
 // every directory it owns under the node's data directory where the
 // kubelet lets us choose.
+//
+// It runs in a child process (Run), not in the node agent's: the kubelet
+// ends its process on some failures (os.Exit when cAdvisor, the container
+// manager, its modules or its HTTPS endpoint fail; klog.Fatal when the
+// CSI plugin cannot initialise CSINode; exit on an expired client
+// certificate; a panic in its main sync loop, which nothing recovers).
+// Run is the supervisor that starts it again, and the node agent (which
+// may be `sqlkube server`, the whole control plane) never ends with it.
+// The child shares nothing with the agent but files: its Options (as
+// JSON, OptionsFile), the credentials they name, and the runtime's
+// socket. Containers are the runtime's, so they outlive either process.
 package kubelet
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
 
+	"github.com/rs/zerolog"
 	"github.com/spf13/pflag"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
@@ -24,6 +38,8 @@ import (
 	"k8s.io/kubernetes/cmd/kubelet/app/options"
 	kubeletconfig "k8s.io/kubernetes/pkg/kubelet/apis/config"
 	"k8s.io/kubernetes/pkg/kubelet/apis/config/validation"
+
+	"github.com/sqlkube/sqlkube/internal/childproc"
 )
 
 // DefaultPort is the kubelet's HTTPS port (logs, exec, port-forward, metrics).
@@ -64,11 +80,20 @@ type Options struct {
 	NodeLabels map[string]string
 	// ExtraArgs are kubelet flags, applied last (--kubelet-arg).
 	ExtraArgs []string
+
+	// Command is how Run starts the kubelet: a program and its first
+	// arguments, to which Run appends OptionsFile(Dir). The program must
+	// pass the Options in that file (ReadOptions) to RunInProcess
+	// (sqlkube's hidden `kubelet` command does) and write its logs as
+	// JSON lines (zerolog's) to standard error.
+	Command []string `json:"-"`
+	// Log gets the child's log lines (and what else it writes).
+	Log zerolog.Logger `json:"-"`
 }
 
 // portFree reports an error when the kubelet could not listen on
 // address:port: it would find out after it started, in a goroutine, and
-// end the process.
+// end its process.
 func portFree(address string, port int32) error {
 	l, err := net.Listen("tcp", net.JoinHostPort(address, strconv.Itoa(int(port))))
 	if err != nil {
@@ -164,31 +189,122 @@ func Server(o Options) (*options.KubeletServer, error) {
 			return nil, fmt.Errorf("--kubelet-arg: unexpected argument %q", fs.Arg(0))
 		}
 	}
-	if err := utilfeature.DefaultMutableFeatureGate.SetFromMap(kc.FeatureGates); err != nil {
+	// The kubelet's --feature-gates are checked against a copy of this
+	// process's gates: they are the kubelet process's (RunInProcess sets
+	// them there), never the node agent's.
+	gates := utilfeature.DefaultMutableFeatureGate.DeepCopy()
+	if err := gates.SetFromMap(kc.FeatureGates); err != nil {
 		return nil, fmt.Errorf("kubelet feature gates: %w", err)
 	}
 	if err := options.ValidateKubeletFlags(kf); err != nil {
 		return nil, fmt.Errorf("kubelet flags: %w", err)
 	}
-	if err := validation.ValidateKubeletConfiguration(kc, utilfeature.DefaultFeatureGate); err != nil {
+	if err := validation.ValidateKubeletConfiguration(kc, gates); err != nil {
 		return nil, fmt.Errorf("kubelet configuration: %w", err)
 	}
 	return &options.KubeletServer{KubeletFlags: *kf, KubeletConfiguration: *kc}, nil
 }
 
-// Run runs the kubelet until ctx is done. The kubelet is not built to
-// stop inside a process that goes on: Run returns when ctx ends, but some
-// of its goroutines live until the process exits, as in k3s. Nor is it
-// built to share its process: it ends it (os.Exit) on some failures,
-// which docs/architecture.md lists. The commonest, a port another
-// program holds, Run refuses before it starts.
+// OptionsFile is where Run writes the Options its child reads, under
+// Options.Dir.
+func OptionsFile(dir string) string { return filepath.Join(dir, "kubelet.json") }
+
+// WriteOptions writes o to path as JSON (Command and Log are not written).
+func WriteOptions(path string, o Options) error {
+	b, err := json.MarshalIndent(o, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// ReadOptions reads what WriteOptions wrote.
+func ReadOptions(path string) (Options, error) {
+	var o Options
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return o, err
+	}
+	if err := json.Unmarshal(b, &o); err != nil {
+		return o, fmt.Errorf("%s: %w", path, err)
+	}
+	return o, nil
+}
+
+// portWait is how long Run waits for the kubelet's port to be free: a
+// kubelet child of a node agent that was killed gets SIGTERM as its
+// parent dies, and may still be stopping when the agent starts again.
+var portWait = childproc.DefaultStopTimeout
+
+// Run runs the kubelet in a child process (o.Command) until ctx ends, and
+// starts it again whenever it exits (a minute apart at most); its logs go
+// to o.Log. It returns an error only when o is invalid or the kubelet's
+// port stays taken; otherwise it returns once ctx has ended and the child
+// has stopped. When ctx ends the child gets SIGTERM, and it gets SIGTERM
+// too if this process dies first. Pods' containers belong to the runtime
+// and outlive the child; the next one takes them over.
 func Run(ctx context.Context, o Options) error {
+	if len(o.Command) == 0 {
+		return fmt.Errorf("kubelet: no Command to run it with")
+	}
+	s, err := Server(o)
+	if err != nil {
+		return err
+	}
+	if err := waitPortFree(ctx, s.Address, s.Port, portWait); err != nil {
+		return err
+	}
+	if o.Dir, err = filepath.Abs(o.Dir); err != nil {
+		return err
+	}
+	file := OptionsFile(o.Dir)
+	if err := WriteOptions(file, o); err != nil {
+		return fmt.Errorf("kubelet: %w", err)
+	}
+	childproc.Supervise(ctx, childproc.Options{Name: "kubelet", Argv: append(slices.Clip(o.Command), file), Log: o.Log})
+	return nil
+}
+
+// waitPortFree waits up to d for the kubelet's port to be free.
+func waitPortFree(ctx context.Context, address string, port int32, d time.Duration) error {
+	deadline := time.Now().Add(d)
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		err := portFree(address, port)
+		if err == nil || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
+
+// RunInProcess runs the kubelet in this process until ctx is done. The
+// kubelet is not built to stop inside a process that goes on: it returns
+// when ctx ends, but some of its goroutines live until the process exits.
+// Nor is it built to share its process: it ends it (os.Exit) on some
+// failures, which docs/architecture.md lists. This is for the child
+// process Run starts. The kubelet's --feature-gates become this process's.
+// The commonest failure, a port another program holds, RunInProcess
+// refuses before it starts.
+func RunInProcess(ctx context.Context, o Options) error {
 	s, err := Server(o)
 	if err != nil {
 		return err
 	}
 	if err := portFree(s.Address, s.Port); err != nil {
 		return err
+	}
+	if err := utilfeature.DefaultMutableFeatureGate.SetFromMap(s.FeatureGates); err != nil {
+		return fmt.Errorf("kubelet feature gates: %w", err)
 	}
 	deps, err := app.UnsecuredDependencies(ctx, s, utilfeature.DefaultFeatureGate)
 	if err != nil {

@@ -1,10 +1,22 @@
 package kubelet
 
 import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"net"
+	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	"k8s.io/kubernetes/pkg/features"
 )
 
 func TestServer_Configuration(t *testing.T) {
@@ -68,5 +80,174 @@ func TestPortFree(t *testing.T) {
 	l.Close()
 	if err := portFree("127.0.0.1", port); err != nil {
 		t.Errorf("a free port: %v", err)
+	}
+}
+
+// TestServer_LeavesThisProcessFeatureGates: the kubelet's --feature-gates
+// are checked, never set in the node agent (which may be the API server).
+func TestServer_LeavesThisProcessFeatureGates(t *testing.T) {
+	dir := t.TempDir()
+	before := utilfeature.DefaultFeatureGate.Enabled(features.KubeletPSI)
+	o := Options{Dir: dir, Kubeconfig: "kc", RuntimeEndpoint: "unix:///c.sock", ExtraArgs: []string{fmt.Sprintf("--feature-gates=KubeletPSI=%t", !before)}}
+	s, err := Server(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.FeatureGates["KubeletPSI"]; got == before {
+		t.Errorf("the kubelet's configuration has KubeletPSI=%t, want %t", got, !before)
+	}
+	if utilfeature.DefaultFeatureGate.Enabled(features.KubeletPSI) != before {
+		t.Errorf("Server changed this process's KubeletPSI gate")
+	}
+	o.ExtraArgs = []string{"--feature-gates=NoSuchGate=true"}
+	if _, err := Server(o); err == nil || !strings.Contains(err.Error(), "NoSuchGate") {
+		t.Errorf("an unknown gate: %v", err)
+	}
+}
+
+func TestWriteOptions_RoundTrip(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "kubelet.json")
+	o := Options{
+		Dir: "/d", NodeName: "n1", NodeIP: "10.0.0.5", Kubeconfig: "/k", BootstrapKubeconfig: "/b", ServerTLSBootstrap: true,
+		ClientCAFile: "/ca", TLSCertFile: "/c", TLSKeyFile: "/k", RuntimeEndpoint: "unix:///c.sock", Port: 1,
+		PodCIDR: "10.42.0.0/24", ClusterDNS: []string{"10.96.0.10"}, ClusterDomain: "cluster.local",
+		NodeLabels: map[string]string{"a": "b"}, ExtraArgs: []string{"--max-pods=5"},
+		Command: []string{"x"}, Log: zerolog.Nop(),
+	}
+	if err := WriteOptions(path, o); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ReadOptions(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.Command, o.Log = nil, zerolog.Logger{}
+	if !reflect.DeepEqual(got, o) {
+		t.Errorf("read back %+v, want %+v", got, o)
+	}
+	if st, err := os.Stat(path); err != nil || st.Mode().Perm() != 0o600 {
+		t.Errorf("the options file: %v %v, want mode 0600", st, err)
+	}
+}
+
+// lines is a log destination that hands each event (zerolog writes one
+// per Write) to a channel, decoded.
+type lines chan map[string]any
+
+func (l lines) Write(p []byte) (int, error) {
+	var m map[string]any
+	if err := json.Unmarshal(p, &m); err != nil {
+		return 0, err
+	}
+	l <- m
+	return len(p), nil
+}
+
+// next waits for the next event whose message contains msg.
+func (l lines) next(t *testing.T, msg string) map[string]any {
+	t.Helper()
+	timeout := time.After(30 * time.Second)
+	for {
+		select {
+		case m := <-l:
+			if s, _ := m["message"].(string); strings.Contains(s, msg) {
+				return m
+			}
+		case <-timeout:
+			t.Fatalf("no log line with %q", msg)
+		}
+	}
+}
+
+// freePort is a port nothing listens on now.
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// TestRun_StartsTheKubeletAgain: the kubelet's child gets its Options
+// from the file Run names; when it ends as the kubelet ends its process
+// (os.Exit(1)), it is started again; when the context ends, the running
+// one is stopped and Run returns with no process left.
+func TestRun_StartsTheKubeletAgain(t *testing.T) {
+	dir := t.TempDir()
+	runs := filepath.Join(dir, "runs")
+	// A stand-in for `sqlkube kubelet FILE`: it logs the file it was
+	// given; its first run dies as the kubelet does when its container
+	// manager cannot start; its second runs until it is stopped.
+	script := fmt.Sprintf(`n=$(cat %[1]q 2>/dev/null || echo 0); n=$((n+1)); echo $n > %[1]q
+echo "{\"level\":\"info\",\"message\":\"run $n\",\"file\":\"$1\"}" >&2
+if [ $n -eq 1 ]; then echo "E1126 Failed to start ContainerManager"; exit 1; fi
+exec sleep 600`, runs)
+	log := make(lines, 100)
+	o := Options{
+		Dir: dir, NodeName: "n1", Kubeconfig: "/n/kubelet.kubeconfig", RuntimeEndpoint: "unix:///c.sock",
+		Port: freePort(t), ExtraArgs: []string{"--max-pods=7"},
+		Command: []string{"sh", "-c", script, "sh"}, Log: zerolog.New(log),
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, o) }()
+
+	m := log.next(t, "run 1")
+	if m["process"] != "kubelet" || m["file"] != OptionsFile(dir) {
+		t.Errorf("the child's line came out as %v: want process=kubelet and the options file %s", m, OptionsFile(dir))
+	}
+	got, err := ReadOptions(OptionsFile(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.NodeName != "n1" || got.Port != o.Port || len(got.ExtraArgs) != 1 || got.ExtraArgs[0] != "--max-pods=7" {
+		t.Errorf("the child reads %+v", got)
+	}
+	if m := log.next(t, "kubelet exited; starting it again"); m["error"] != "exit status 1" {
+		t.Errorf("the exit came out as %v", m)
+	}
+	started := log.next(t, "kubelet started")
+	log.next(t, "run 2")
+
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return after its context ended")
+	}
+	pid, _ := started["pid"].(float64)
+	if err := syscall.Kill(int(pid), 0); !errors.Is(err, syscall.ESRCH) {
+		t.Errorf("the child (pid %v) is still there: %v", pid, err)
+	}
+}
+
+func TestRun_RefusesBadOptions(t *testing.T) {
+	wait := portWait
+	portWait = 200 * time.Millisecond
+	t.Cleanup(func() { portWait = wait })
+	l, err := net.Listen("tcp", "0.0.0.0:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	dir := t.TempDir()
+	base := Options{Dir: dir, Kubeconfig: "kc", RuntimeEndpoint: "unix:///c.sock", Port: freePort(t), Command: []string{"false"}}
+	for name, o := range map[string]Options{
+		"no command":  func() Options { b := base; b.Command = nil; return b }(),
+		"a bad flag":  func() Options { b := base; b.ExtraArgs = []string{"--no-such-flag"}; return b }(),
+		"a port held": func() Options { b := base; b.Port = l.Addr().(*net.TCPAddr).Port; return b }(),
+	} {
+		if err := Run(context.Background(), o); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	if _, err := os.Stat(OptionsFile(dir)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("options written for a refused start: %v", err)
 	}
 }
