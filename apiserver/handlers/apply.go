@@ -49,7 +49,11 @@ func (f *FieldManagers) get(r *registry.Resource, subresource string) (*managedf
 	if fm, ok := f.byKey[key]; ok {
 		return fm, nil
 	}
-	fm, err := managedfields.NewDefaultFieldManager(f.converter, scheme.Scheme, scheme.Scheme, scheme.Scheme, r.GVK, r.GroupVersion(), subresource, nil)
+	// The converter does not copy, as kube-apiserver's: defaulting that
+	// shares a map between fields (a Job without labels takes its pod
+	// template's) stays shared through an apply, as it does through a
+	// POST. The objects it converts are the request's own.
+	fm, err := managedfields.NewDefaultFieldManager(f.converter, runtime.UnsafeObjectConvertor(scheme.Scheme), scheme.Scheme, scheme.Scheme, r.GVK, r.GroupVersion(), subresource, nil)
 	if err != nil {
 		return nil, err
 	}
