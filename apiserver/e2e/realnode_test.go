@@ -13,8 +13,13 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/sqlkube/sqlkube/node/containerd"
 	"github.com/sqlkube/sqlkube/node/images"
@@ -379,7 +384,22 @@ func TestRealNode_ServerRestart(t *testing.T) {
 	s.mustKubectl(t, kubectl, "run", "r", "--image="+testImage, "--restart=Never", "--", "sleep", "3600")
 	s.mustKubectl(t, kubectl, "wait", "--for=condition=Ready", "pod/r", "--timeout=60s")
 	id := s.mustKubectl(t, kubectl, "get", "pod", "r", "-o", "jsonpath={.status.containerStatuses[0].containerID}")
+
+	// The kubelet is a child process of the server: killed, it is started
+	// again and takes its pod over, while the API goes on serving.
+	kubelet := killKubelet(t, s, "e2e-restart")
+	if got := s.mustKubectl(t, kubectl, "get", "pod", "r", "-o", "jsonpath={.status.phase} {.status.containerStatuses[0].containerID} {.status.containerStatuses[0].restartCount}"); got != "Running "+id+" 0" {
+		t.Errorf("after the kubelet was killed the pod is %q, want %q (the same container, never restarted)", got, "Running "+id+" 0")
+	}
+	// The new kubelet serves exec once it has the pod from the API.
+	waitFor(t, 60*time.Second, "exec through the new kubelet", func() bool {
+		out, err := s.kubectl(t, kubectl, "exec", "r", "--", "hostname")
+		return err == nil && strings.TrimSpace(out) == "r"
+	})
 	s.stop(t)
+	if !processGone(kubelet) {
+		t.Errorf("the kubelet (pid %d) outlived the server", kubelet)
+	}
 
 	s2 := startNodeServerIn(t, workDir, "data", "e2e-restart")
 	s2.mustKubectl(t, kubectl, "wait", "--for=condition=Ready", "pod/r", "--timeout=60s")
@@ -444,4 +464,112 @@ func (s *server) portForwardGet(t *testing.T, bin, target string, port int, path
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return string(b)
+}
+
+// kubeletChild is the pid of s's kubelet child process (the hidden
+// `sqlkube kubelet`, run with the node's options file), 0 if it has none.
+func kubeletChild(t *testing.T, s *server) int {
+	t.Helper()
+	file := filepath.Join(s.dataDir, "node", "kubelet.json")
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces.
+		fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+		if len(fields) < 2 || fields[0] == "Z" || fields[1] != strconv.Itoa(s.cmd.Process.Pid) {
+			continue
+		}
+		cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		args := strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00")
+		if len(args) >= 2 && args[len(args)-2] == "kubelet" && args[len(args)-1] == file {
+			return pid
+		}
+	}
+	return 0
+}
+
+// processGone reports whether pid has exited (a zombie counts).
+func processGone(pid int) bool {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+	return len(fields) == 0 || fields[0] == "Z"
+}
+
+// killKubelet kills s's kubelet child with SIGKILL and waits for the
+// server to start another, which renews node's lease and keeps it Ready.
+// The API must answer throughout, from the same server process. It
+// returns the new kubelet's pid.
+func killKubelet(t *testing.T, s *server, node string) int {
+	t.Helper()
+	kubectl := kubectlPath(t)
+	old := kubeletChild(t, s)
+	if old == 0 {
+		t.Fatal("the server has no kubelet child process")
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", s.kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Timeout = 5 * time.Second
+	cs := kubernetes.NewForConfigOrDie(cfg)
+	// Poll the API until the new kubelet is back.
+	stop, polled := make(chan struct{}), make(chan error, 1)
+	go func() {
+		var first error
+		defer func() { polled <- first }()
+		for n := 0; ; n++ {
+			select {
+			case <-stop:
+				if first == nil && n < 2 {
+					first = fmt.Errorf("the API was polled %d times only", n)
+				}
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+			if _, err := cs.CoreV1().Nodes().Get(context.Background(), node, metav1.GetOptions{}); err != nil && first == nil {
+				first = err
+			}
+		}
+	}()
+
+	killed := time.Now()
+	if err := syscall.Kill(old, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	next := 0
+	waitFor(t, 60*time.Second, "a new kubelet child", func() bool {
+		next = kubeletChild(t, s)
+		return next != 0 && next != old
+	})
+	waitFor(t, 90*time.Second, "the new kubelet to renew node "+node+"'s lease", func() bool {
+		out, err := s.kubectl(t, kubectl, "-n", "kube-node-lease", "get", "lease", node, "-o", "jsonpath={.spec.renewTime}")
+		renewed, perr := time.Parse(time.RFC3339Nano, out)
+		return err == nil && perr == nil && renewed.After(killed)
+	})
+	s.waitKubectl(t, kubectl, "True", "get", "node", node, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
+	close(stop)
+	if err := <-polled; err != nil {
+		t.Errorf("the API failed while the kubelet restarted: %v", err)
+	}
+	select {
+	case err := <-s.done:
+		s.done <- err
+		t.Fatalf("the server exited when its kubelet was killed: %v\n%s", err, s.stderr)
+	default:
+	}
+	t.Logf("kubelet %d killed; kubelet %d renewed the lease %v later", old, next, time.Since(killed).Round(time.Millisecond))
+	return next
 }
