@@ -32,13 +32,13 @@ const NodeImage = "sqlkube.local/busybox:bench"
 type NodeResult struct {
 	// Startup are the pods' create-to-Running latencies, sorted.
 	Startup []time.Duration
-	// Idle is the server (with its kubelet) and its containerd over the
-	// window with IdlePods pods running; Bare is a server without a node
-	// over the same window.
-	IdlePods             int
-	Idle, IdleContainerd IdleSample
-	Bare                 IdleSample
-	StartupWall          time.Duration
+	// Idle is the server, IdleKubelet its kubelet (a child process) and
+	// IdleContainerd its containerd over the window with IdlePods pods
+	// running; Bare is a server without a node over the same window.
+	IdlePods                          int
+	Idle, IdleKubelet, IdleContainerd IdleSample
+	Bare                              IdleSample
+	StartupWall                       time.Duration
 	// Phases split Startup at the runtime's own times.
 	Phases StartupPhases
 }
@@ -190,11 +190,11 @@ func (s Setup) RunNode(ctx context.Context, pods, workers int, rate float64, idl
 	if err := sleep(ctx, warmup); err != nil {
 		return res, err
 	}
-	samples, err := measure(ctx, window, srv.Pid(), ctrPid)
+	samples, err := measure(ctx, window, srv.Pid(), kubeletPid(srv.DataDir), ctrPid)
 	if err != nil {
 		return res, err
 	}
-	res.Idle, res.IdleContainerd = samples[0], samples[1]
+	res.Idle, res.IdleKubelet, res.IdleContainerd = samples[0], samples[1], samples[2]
 
 	// The same server without a node.
 	bare, stop, err := s.server(ctx)
@@ -302,9 +302,19 @@ func cleanupPods(cs kubernetes.Interface) error {
 	}
 }
 
+// kubeletPid finds the kubelet child process of the server whose data
+// directory is dataDir (`sqlkube kubelet DATA_DIR/node/kubelet.json`; 0:
+// none).
+func kubeletPid(dataDir string) int {
+	return pidWithArg(filepath.Join(dataDir, "node", "kubelet.json"))
+}
+
 // containerdPid finds the containerd started with dir's configuration (0:
 // none).
-func containerdPid(dir string) int {
+func containerdPid(dir string) int { return pidWithArg(filepath.Join(dir, "config.toml")) }
+
+// pidWithArg finds a process one of whose arguments contains arg (0: none).
+func pidWithArg(arg string) int {
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
 		var pid int
@@ -312,7 +322,7 @@ func containerdPid(dir string) int {
 			continue
 		}
 		b, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if strings.Contains(string(b), filepath.Join(dir, "config.toml")) {
+		if strings.Contains(string(b), arg) {
 			return pid
 		}
 	}

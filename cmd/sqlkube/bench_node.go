@@ -22,7 +22,7 @@ func newBenchNodeCommand(lf *logFlags) *cobra.Command {
 		Long: "Starts `sqlkube server` with its host's node (kubelet and containerd; needs root, containerd,\n" +
 			"runc, the CNI plugins and /bin/busybox, from which the pods' image is made and imported),\n" +
 			"creates --pods pods and measures each one's create-to-Running latency as a watcher sees it,\n" +
-			"then the CPU and RSS of the server and of its containerd with --idle-pods pods running, and\n" +
+			"then the CPU and RSS of the server, of its kubelet and of its containerd with --idle-pods pods running, and\n" +
 			"the same of a server without a node, over --window after --warmup. --runs rounds.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -50,8 +50,8 @@ func newBenchNodeCommand(lf *logFlags) *cobra.Command {
 				}
 				fmt.Fprintf(out, "run %d\tstartup phases, %d pods, by the runtime's times: create → sandbox %s; sandbox → container created %s; created → started %s; started → Running seen %s\n",
 					run, len(r.Phases.Start), q(r.Phases.Kubelet), q(r.Phases.Sandbox), q(r.Phases.Start), q(r.Phases.Report))
-				fmt.Fprintf(out, "run %d\tidle, %d pods running: server+kubelet %.2f%% of a core, RSS %.0f MiB; containerd %.2f%%, RSS %.0f MiB; server without a node %.2f%%, RSS %.0f MiB\n",
-					run, r.IdlePods, pct(r.Idle), mib(r.Idle), pct(r.IdleContainerd), mib(r.IdleContainerd), pct(r.Bare), mib(r.Bare))
+				fmt.Fprintf(out, "run %d\tidle, %d pods running: server %.2f%% of a core, RSS %.0f MiB; kubelet %.2f%%, RSS %.0f MiB; containerd %.2f%%, RSS %.0f MiB; server without a node %.2f%%, RSS %.0f MiB\n",
+					run, r.IdlePods, pct(r.Idle), mib(r.Idle), pct(r.IdleKubelet), mib(r.IdleKubelet), pct(r.IdleContainerd), mib(r.IdleContainerd), pct(r.Bare), mib(r.Bare))
 			}
 			fmt.Fprintf(out, "load average %s\n", loadAverage())
 			return nil
