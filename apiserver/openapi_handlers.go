@@ -42,6 +42,9 @@ func (s *Server) newOpenAPI() (*openapi.Builder, error) {
 		if r.Approval {
 			res.Subresources = append(res.Subresources, openapi.Subresource{Name: "approval", Verbs: []string{"get", "update", "patch"}})
 		}
+		for _, sub := range r.ObjectSubresources {
+			res.Subresources = append(res.Subresources, openapi.Subresource{Name: sub, Verbs: []string{"get", "update", "patch"}})
+		}
 		resources = append(resources, res)
 	}
 	return openapi.NewBuilder(resources, openapi.Info{Title: "Kubernetes", Version: s.cfg.Version})

@@ -35,7 +35,7 @@ func (s *Server) serveResource(c echo.Context) error {
 	r, ok := s.api.Registry.Lookup(gvr)
 	if ok && info.Subresource != "" {
 		_, ok = s.api.Subresources.Lookup(r, info.Subresource)
-		ok = ok || (info.Subresource == "status" && r.Status) || (info.Subresource == "scale" && r.Scale) || (info.Subresource == "approval" && r.Approval)
+		ok = ok || r.ObjectSubresource(info.Subresource) || (info.Subresource == "scale" && r.Scale)
 	}
 	if !ok {
 		return responses.Status(c, apierrors.NewNotFound(schema.GroupResource{Group: info.APIGroup, Resource: info.Resource}, info.Name))

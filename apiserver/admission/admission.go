@@ -163,6 +163,9 @@ func NewObjectInterfaces(resources []*registry.Resource) admission.ObjectInterfa
 		if r.Status {
 			equivalents.RegisterKindFor(gvr, "status", r.GVK)
 		}
+		for _, sub := range r.ObjectSubresources {
+			equivalents.RegisterKindFor(gvr, sub, r.GVK)
+		}
 		if r.Scale {
 			equivalents.RegisterKindFor(gvr, "scale", autoscalingv1.SchemeGroupVersion.WithKind("Scale"))
 		}

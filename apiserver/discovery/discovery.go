@@ -156,6 +156,12 @@ func (d *Discovery) resourceList(gv schema.GroupVersion) (*metav1.APIResourceLis
 				Verbs: metav1.Verbs{"get", "patch", "update"},
 			})
 		}
+		for _, sub := range r.ObjectSubresources {
+			list.APIResources = append(list.APIResources, metav1.APIResource{
+				Name: r.Plural + "/" + sub, Namespaced: r.Namespaced, Kind: r.GVK.Kind,
+				Verbs: metav1.Verbs{"get", "patch", "update"},
+			})
+		}
 	}
 	return list, len(list.APIResources) > 0
 }

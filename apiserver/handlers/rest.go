@@ -54,6 +54,11 @@ func (s *API) Serve(c echo.Context, r *registry.Resource, info *request.RequestI
 	if served, err := h.serveSubresource(); served {
 		return err
 	}
+	// The object's own subresources (status, pods' ephemeralcontainers...)
+	// are read and written whole, as kube-apiserver serves them.
+	if info.Subresource != "" && info.Verb != "get" && info.Verb != "update" && info.Verb != "patch" {
+		return h.Fail(apierrors.NewMethodNotSupported(schema.GroupResource{Group: r.GVK.Group, Resource: r.Plural + "/" + info.Subresource}, info.Verb))
+	}
 	switch info.Verb {
 	case "get":
 		return h.get()
@@ -371,7 +376,7 @@ func (h *Request) prepareChanged(existing, updated runtime.Object) (_ runtime.Ob
 		newMeta.SetResourceVersion(oldMeta.GetResourceVersion())
 	}
 	scheme.Default(updated)
-	if h.Info.Subresource == "status" || h.Info.Subresource == "approval" {
+	if h.Info.Subresource != "" {
 		return h.prepareStatus(existing, updated)
 	}
 	if h.Resource.Status {
@@ -418,12 +423,14 @@ func (h *Request) prepareChanged(existing, updated runtime.Object) (_ runtime.Ob
 	return updated, nil, nil
 }
 
-// prepareStatus makes the object a write to the status (or approval)
-// subresource stores. Where Kubernetes has a strategy for it, the written
-// object goes through it whole and its PrepareForUpdate decides what the
-// write may change (a Deployment's status write keeps its annotations
-// and not its labels or spec), as kube-apiserver's status store does;
-// without one (custom resources) only the status is taken.
+// prepareStatus makes the object a write to the status subresource (or
+// approval, or another of the resource's ObjectSubresources) stores.
+// Where Kubernetes has a strategy for it, the written object goes through
+// it whole and its PrepareForUpdate decides what the write may change (a
+// Deployment's status write keeps its annotations and not its labels or
+// spec; a pod's ephemeralcontainers write only its ephemeral containers),
+// as kube-apiserver's subresource stores do; without one (custom
+// resources) only the status is taken.
 func (h *Request) prepareStatus(existing, updated runtime.Object) (runtime.Object, *uint64, error) {
 	var merged runtime.Object
 	if registry.UpdateStrategy(h.Resource, h.Info.Subresource) != nil {

@@ -50,7 +50,7 @@ func coreResources() []*Resource {
 		{
 			GVK: gv.WithKind("Pod"), Plural: "pods", Singular: "pod", ShortNames: []string{"po"}, Categories: []string{"all"}, Namespaced: true,
 			New: func() runtime.Object { return &corev1.Pod{} }, NewList: func() runtime.Object { return &corev1.PodList{} },
-			StoragePrefix: "/pods", Status: true,
+			StoragePrefix: "/pods", Status: true, ObjectSubresources: []string{"ephemeralcontainers", "resize"},
 			PrepareForCreate: func(obj runtime.Object) {
 				pod := obj.(*corev1.Pod)
 				pod.Status = corev1.PodStatus{Phase: corev1.PodPending}

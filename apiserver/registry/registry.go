@@ -51,6 +51,11 @@ type Resource struct {
 	// Approval: the resource has an approval subresource (CSRs), which
 	// changes only the status' conditions.
 	Approval bool
+	// ObjectSubresources are more subresources that, like status, read
+	// and write the object itself, each through an update strategy of
+	// its own (subresourceStrategies): pods' ephemeralcontainers and
+	// resize. Their verbs are get, update and patch.
+	ObjectSubresources []string
 	// Admit defaults and validates an object about to be stored (old is
 	// nil on create, the stored object on update); it returns an API
 	// Status error (422 Invalid, say) to refuse the write.
@@ -83,6 +88,13 @@ type Resource struct {
 
 // Virtual reports whether nothing of the resource is stored.
 func (r *Resource) Virtual() bool { return r.CreateOnly != nil || r.Computed != nil }
+
+// ObjectSubresource reports whether name is one of r's subresources that
+// read and write the object itself: status, approval or one of
+// ObjectSubresources.
+func (r *Resource) ObjectSubresource(name string) bool {
+	return (name == "status" && r.Status) || (name == "approval" && r.Approval) || slices.Contains(r.ObjectSubresources, name)
+}
 
 // GroupResource returns the resource's group and plural.
 func (r *Resource) GroupResource() schema.GroupResource {

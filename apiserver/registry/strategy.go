@@ -160,6 +160,13 @@ var (
 		{Group: "flowcontrol.apiserver.k8s.io", Resource: "flowschemas"}:                 flowschema.StatusStrategy,
 		{Group: "flowcontrol.apiserver.k8s.io", Resource: "prioritylevelconfigurations"}: prioritylevelconfiguration.StatusStrategy,
 	}
+	// subresourceStrategies are those of the resources'
+	// ObjectSubresources, by subresource: what each may change of the
+	// object (a pod's ephemeral containers; its containers' resources
+	// and resize policies) and how that is validated.
+	subresourceStrategies = map[schema.GroupResource]map[string]rest.RESTUpdateStrategy{
+		{Resource: "pods"}: {"ephemeralcontainers": pod.EphemeralContainersStrategy, "resize": pod.ResizeStrategy},
+	}
 )
 
 // EffectiveStrategy is r's Strategy, or its entry in strategies (nil if none).
@@ -200,8 +207,12 @@ func StrategyCreate(ctx context.Context, r *Resource, obj runtime.Object) (Strat
 }
 
 // UpdateStrategy is the Kubernetes strategy an update of r (or of its
-// status or approval subresource) goes through, or nil if it has none.
+// status, approval or another of its ObjectSubresources) goes through, or
+// nil if it has none.
 func UpdateStrategy(r *Resource, subresource string) rest.RESTUpdateStrategy {
+	if st, ok := subresourceStrategies[r.GroupResource()][subresource]; ok {
+		return st
+	}
 	switch subresource {
 	case "status":
 		if r.StatusStrategy != nil {
@@ -222,9 +233,8 @@ func UpdateStrategy(r *Resource, subresource string) rest.RESTUpdateStrategy {
 	return nil
 }
 
-// StrategyUpdate runs the resource's update strategy (that of its status
-// or approval subresource when subresource names one) on updated against
-// existing.
+// StrategyUpdate runs the resource's update strategy (that of the
+// subresource when subresource names one) on updated against existing.
 func StrategyUpdate(ctx context.Context, r *Resource, subresource string, existing, updated runtime.Object) (StrategyResult, error) {
 	st := UpdateStrategy(r, subresource)
 	if st == nil {
