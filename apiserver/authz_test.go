@@ -237,15 +237,15 @@ func TestAuthz_EscalationPrevented(t *testing.T) {
 	}
 }
 
-// grantInTeamA creates namespace team-a, a Role of rules there and a
-// binding of it to user (whose token is USER-token), then waits until
-// probe, run as the user, succeeds: the authorizer reads bindings from
-// informers.
+// grantInTeamA creates namespace team-a (unless it exists), a Role of
+// rules there and a binding of it to user (whose token is USER-token),
+// then waits until probe, run as the user, succeeds: the authorizer reads
+// bindings from informers.
 func grantInTeamA(t *testing.T, s *securedServer, user, role string, rules []rbacv1.PolicyRule, probe func(context.Context, kubernetes.Interface) error) {
 	t.Helper()
 	ctx := context.Background()
 	admin := s.as("admin-token")
-	if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a"}}, metav1.CreateOptions{}); err != nil {
+	if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a"}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
 	if _, err := admin.RbacV1().Roles("team-a").Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: role}, Rules: rules}, metav1.CreateOptions{}); err != nil {

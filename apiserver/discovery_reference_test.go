@@ -26,12 +26,8 @@ var deliberateExtras = map[string]string{
 }
 
 // subresourcesNotServed are kube-apiserver's subresources sqlkube does not
-// serve yet: proxies to pods and services (they need the pod network), and
-// those that change running pods (ephemeral containers, resize).
-var subresourcesNotServed = map[string]string{
-	"v1 pods/proxy": "proxy", "v1 services/proxy": "proxy",
-	"v1 pods/ephemeralcontainers": "not yet", "v1 pods/resize": "not yet",
-}
+// serve, and why: none.
+var subresourcesNotServed = map[string]string{}
 
 // subresourceRows indexes the subresources of aggregated discovery by
 // "GROUP/VERSION RESOURCE/SUBRESOURCE": their verbs and response kinds.

@@ -5,6 +5,7 @@ import (
 	"crypto"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -102,8 +103,16 @@ type Config struct {
 	// KubeletClientCertFile and KubeletClientKeyFile are the server's
 	// client certificate towards kubelets (logs, exec, port-forward,
 	// node proxy); KubeletCAFile verifies the kubelets' serving
-	// certificates (empty: the system's roots).
+	// certificates (empty: they are not verified, as kube-apiserver's
+	// without --kubelet-certificate-authority).
 	KubeletClientCertFile, KubeletClientKeyFile, KubeletCAFile string
+	// ClusterDial, when set, is how the server connects to the cluster's
+	// pods and nodes (the proxy subresources, and kubelets for logs,
+	// exec, attach and port-forward), as kube-apiserver's egress selector
+	// for the "cluster" network does; nil dials them directly. Pods (and
+	// nodes' other ports) are reached by IP, their TLS not verified, as
+	// kube-apiserver's proxy transport.
+	ClusterDial func(ctx context.Context, network, address string) (net.Conn, error)
 	// ProxyClientCertFile and ProxyClientKeyFile are the client
 	// certificate the aggregation proxy presents to aggregated API
 	// servers (kube-apiserver's --proxy-client-cert-file and
@@ -170,6 +179,7 @@ func New(cfg Config) (*Server, error) {
 		Subresources: subresources.Table(), Scale: subresources.Scale,
 		Storages: map[*registry.Resource]k8sstorage.Interface{}, Stopping: make(chan struct{}),
 		KubeletCertFile: cfg.KubeletClientCertFile, KubeletKeyFile: cfg.KubeletClientKeyFile, KubeletCAFile: cfg.KubeletCAFile,
+		ClusterDial: cfg.ClusterDial, ProxyTransport: handlers.NewProxyTransport(cfg.ClusterDial),
 	}}
 	s.api.Registry = registry.NewRegistry(append(registry.Builtin(running{s}), crdResource())...)
 	s.api.AdmissionObjects = admission.NewObjectInterfaces(s.api.Registry.Resources())

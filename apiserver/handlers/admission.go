@@ -99,6 +99,19 @@ func (h *Request) AdmitMutate(op admission.Operation, obj, old runtime.Object) (
 	})
 }
 
+// AdmitConnect admits a connect request (a proxy, exec, attach,
+// port-forward) as kube-apiserver's connect handler does before it
+// connects: its options (served version, of kind) are the object, and
+// the plugins that handle CONNECT (webhooks and policies whose rules name
+// it) may refuse.
+func (h *Request) AdmitConnect(kind schema.GroupVersionKind, opts runtime.Object) error {
+	h.AdmittingAs(kind, nil, nil)
+	if _, err := h.AdmitMutate(admission.Connect, opts, nil); err != nil {
+		return err
+	}
+	return h.AdmitValidate(admission.Connect, opts, nil)
+}
+
 // admitValidate runs the validating admission plugins on obj (the object
 // about to be stored, served version; nil for a delete).
 func (h *Request) AdmitValidate(op admission.Operation, obj, old runtime.Object) error {

@@ -2,8 +2,10 @@ package handlers
 
 import (
 	"context"
+	"net/http"
 	"sync"
 
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apiserver/pkg/admission"
 	k8sstorage "k8s.io/apiserver/pkg/storage"
 	kubeletclient "k8s.io/kubernetes/pkg/kubelet/client"
@@ -50,6 +52,11 @@ type API struct {
 	kubelets                                       kubeletclient.ConnectionInfoGetter
 	kubeletErr                                     error
 	KubeletCertFile, KubeletKeyFile, KubeletCAFile string
+	// ClusterDial connects to pods and nodes (nil: directly);
+	// ProxyTransport reaches pods, and nodes on other ports than the
+	// kubelet's, for the proxy subresources (NewProxyTransport).
+	ClusterDial    utilnet.DialFunc
+	ProxyTransport http.RoundTripper
 }
 
 // storageFor is a resource's store: the custom resource's own, or the

@@ -3,6 +3,7 @@ package handlers
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/labstack/echo/v4"
@@ -25,6 +26,10 @@ type Subresource struct {
 	Kind         string
 	GroupVersion schema.GroupVersion
 	Verbs        metav1.Verbs
+	// Methods, when set, are the HTTP methods served, checked in place
+	// of Verbs (which discovery lists), as kube-apiserver's connect
+	// methods: the proxies take OPTIONS too, which has no verb.
+	Methods []string
 	// Serve answers the request; h.info.Name is the parent object.
 	Serve func(h *Request) error
 }
@@ -44,14 +49,18 @@ func (t Subresources) Lookup(r *registry.Resource, name string) (Subresource, bo
 }
 
 // serveSubresource serves h's subresource if it is one of
-// the API's Subresources (false otherwise); a verb the subresource does
-// not have is 405.
+// the API's Subresources (false otherwise); a verb (or method) the
+// subresource does not have is 405.
 func (h *Request) serveSubresource() (bool, error) {
 	sub, ok := h.API.Subresources.Lookup(h.Resource, h.Info.Subresource)
 	if !ok {
 		return false, nil
 	}
-	if !sets.New(sub.Verbs...).Has(h.Info.Verb) {
+	allowed := sets.New(sub.Verbs...).Has(h.Info.Verb)
+	if len(sub.Methods) > 0 {
+		allowed = slices.Contains(sub.Methods, h.Echo.Request().Method)
+	}
+	if !allowed {
 		return true, h.Fail(apierrors.NewMethodNotSupported(schema.GroupResource{Group: h.Resource.GVK.Group, Resource: h.Resource.Plural + "/" + sub.Name}, h.Info.Verb))
 	}
 	return true, sub.Serve(h)

@@ -1,24 +1,17 @@
 package subresources
 
 import (
-	"context"
 	"io"
 	"net/http"
 	"net/url"
-	"strings"
 
 	"github.com/sqlkube/sqlkube/apiserver/handlers"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/httpstream/wsstream"
 	"k8s.io/apimachinery/pkg/util/proxy"
-	"k8s.io/apiserver/pkg/endpoints/request"
 	genericrest "k8s.io/apiserver/pkg/registry/generic/rest"
-	k8sstorage "k8s.io/apiserver/pkg/storage"
-	storeerr "k8s.io/apiserver/pkg/storage/errors"
 	translator "k8s.io/apiserver/pkg/util/proxy"
 	"k8s.io/kubernetes/pkg/api/legacyscheme"
 	api "k8s.io/kubernetes/pkg/apis/core"
@@ -27,28 +20,13 @@ import (
 )
 
 // The subresources that reach a pod's kubelet (logs, exec, attach,
-// port-forward) and a node's (proxy), as kube-apiserver serves them: the
+// port-forward), as kube-apiserver serves them: exec, attach and
+// port-forward are admitted as a CONNECT with their options, the
 // location comes from Kubernetes' pod registry, the connection from its
 // kubelet client (the API server's kubelet-client certificate; the
 // kubelet's serving certificate verified against Config.KubeletCAFile),
 // and the streams from its upgrade-aware proxy, with the websocket
 // translations kubectl 1.30+ asks for.
-
-// podGetter reads pods (in the request's namespace) as the internal type
-// the pod registry's location functions take.
-type podGetter struct{ h *handlers.Request }
-
-func (g podGetter) Get(ctx context.Context, name string, _ *metav1.GetOptions) (runtime.Object, error) {
-	v1pod := &corev1.Pod{}
-	if err := g.h.Store.Get(ctx, g.h.Resource.Key(request.NamespaceValue(ctx), name), k8sstorage.GetOptions{}, v1pod); err != nil {
-		return nil, storeerr.InterpretGetError(err, corev1.Resource("pods"), name)
-	}
-	pod := &api.Pod{}
-	if err := legacyscheme.Scheme.Convert(v1pod, pod, nil); err != nil {
-		return nil, apierrors.NewInternalError(err)
-	}
-	return pod, nil
-}
 
 // decodeQuery decodes the request's query into an internal options type.
 func decodeQuery(h *handlers.Request, into runtime.Object) error {
@@ -56,6 +34,18 @@ func decodeQuery(h *handlers.Request, into runtime.Object) error {
 		return apierrors.NewBadRequest(err.Error())
 	}
 	return nil
+}
+
+// decodeConnect decodes a connect request's options into into (internal)
+// and admits the connection with them as served (v1, made in served).
+func decodeConnect(h *handlers.Request, into, served runtime.Object) error {
+	if err := decodeQuery(h, into); err != nil {
+		return err
+	}
+	if err := legacyscheme.Scheme.Convert(into, served, nil); err != nil {
+		return apierrors.NewInternalError(err)
+	}
+	return admitConnect(h, served)
 }
 
 // podLog streams a container's log (pods/log).
@@ -71,7 +61,7 @@ func podLog(h *handlers.Request) error {
 	if err != nil {
 		return h.Fail(err)
 	}
-	location, transport, err := podregistry.LogLocation(h.Ctx, podGetter{h}, conn, h.Info.Name, opts)
+	location, transport, err := podregistry.LogLocation(h.Ctx, coreGetter{h: h, resource: "pods"}, conn, h.Info.Name, opts)
 	if err != nil {
 		return h.Fail(err)
 	}
@@ -115,7 +105,7 @@ func podLog(h *handlers.Request) error {
 // podExec and podAttach connect a client's streams to a container.
 func podExec(h *handlers.Request) error {
 	opts := &api.PodExecOptions{}
-	if err := decodeQuery(h, opts); err != nil {
+	if err := decodeConnect(h, opts, &corev1.PodExecOptions{}); err != nil {
 		return h.Fail(err)
 	}
 	if len(opts.Command) == 0 {
@@ -125,7 +115,7 @@ func podExec(h *handlers.Request) error {
 	if err != nil {
 		return h.Fail(err)
 	}
-	location, transport, err := podregistry.ExecLocation(h.Ctx, podGetter{h}, conn, h.Info.Name, opts)
+	location, transport, err := podregistry.ExecLocation(h.Ctx, coreGetter{h: h, resource: "pods"}, conn, h.Info.Name, opts)
 	if err != nil {
 		return h.Fail(err)
 	}
@@ -135,14 +125,14 @@ func podExec(h *handlers.Request) error {
 
 func podAttach(h *handlers.Request) error {
 	opts := &api.PodAttachOptions{}
-	if err := decodeQuery(h, opts); err != nil {
+	if err := decodeConnect(h, opts, &corev1.PodAttachOptions{}); err != nil {
 		return h.Fail(err)
 	}
 	conn, err := h.API.Kubelets()
 	if err != nil {
 		return h.Fail(err)
 	}
-	location, transport, err := podregistry.AttachLocation(h.Ctx, podGetter{h}, conn, h.Info.Name, opts)
+	location, transport, err := podregistry.AttachLocation(h.Ctx, coreGetter{h: h, resource: "pods"}, conn, h.Info.Name, opts)
 	if err != nil {
 		return h.Fail(err)
 	}
@@ -162,42 +152,19 @@ func streamTo(h *handlers.Request, location *url.URL, transport http.RoundTrippe
 // podPortForward tunnels port-forward streams to the pod's kubelet.
 func podPortForward(h *handlers.Request) error {
 	opts := &api.PodPortForwardOptions{}
-	if err := decodeQuery(h, opts); err != nil {
+	if err := decodeConnect(h, opts, &corev1.PodPortForwardOptions{}); err != nil {
 		return h.Fail(err)
 	}
 	conn, err := h.API.Kubelets()
 	if err != nil {
 		return h.Fail(err)
 	}
-	location, transport, err := podregistry.PortForwardLocation(h.Ctx, podGetter{h}, conn, h.Info.Name, opts)
+	location, transport, err := podregistry.PortForwardLocation(h.Ctx, coreGetter{h: h, resource: "pods"}, conn, h.Info.Name, opts)
 	if err != nil {
 		return h.Fail(err)
 	}
 	var handler http.Handler = proxy.NewUpgradeAwareHandler(location, transport, false, true, proxy.NewErrorResponder(proxyErrors{h}))
 	handler = translator.NewTranslatingHandler(handler, translator.NewTunnelingHandler(handler), wsstream.IsWebSocketRequestWithTunnelingProtocol)
-	handler.ServeHTTP(h.Echo.Response(), h.Echo.Request())
-	return nil
-}
-
-// nodeProxy proxies /api/v1/nodes/NAME/proxy/PATH to the node's kubelet.
-func nodeProxy(h *handlers.Request) error {
-	conn, err := h.API.Kubelets()
-	if err != nil {
-		return h.Fail(err)
-	}
-	info, err := conn.GetConnectionInfo(h.Ctx, types.NodeName(h.Info.Name))
-	if err != nil {
-		return h.Fail(err)
-	}
-	rest := "/"
-	if len(h.Info.Parts) > 3 {
-		rest += strings.Join(h.Info.Parts[3:], "/")
-	}
-	if strings.HasSuffix(h.Echo.Request().URL.Path, "/") && !strings.HasSuffix(rest, "/") {
-		rest += "/"
-	}
-	location := &url.URL{Scheme: info.Scheme, Host: info.Hostname + ":" + info.Port, Path: rest, RawQuery: h.Echo.Request().URL.RawQuery}
-	handler := proxy.NewUpgradeAwareHandler(location, info.Transport, true, false, proxy.NewErrorResponder(proxyErrors{h}))
 	handler.ServeHTTP(h.Echo.Response(), h.Echo.Request())
 	return nil
 }
