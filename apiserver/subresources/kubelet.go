@@ -48,7 +48,8 @@ func decodeConnect(h *handlers.Request, into, served runtime.Object) error {
 	return admitConnect(h, served)
 }
 
-// podLog streams a container's log (pods/log).
+// podLog streams a container's log (pods/log), over a websocket to a
+// client that asks for one.
 func podLog(h *handlers.Request) error {
 	opts := &api.PodLogOptions{}
 	if err := decodeQuery(h, opts); err != nil {
@@ -81,6 +82,15 @@ func podLog(h *handlers.Request) error {
 		return h.Fail(err)
 	}
 	defer body.Close()
+	if wsstream.IsWebSocketRequest(h.Echo.Request()) {
+		// A websocket client (Kubernetes' e2e framework) gets the log
+		// as kube-apiserver sends it: what each read returns is one
+		// message, binary (binary.k8s.io, or no subprotocol) or base64
+		// text (base64.binary.k8s.io); the socket closes at the end.
+		// (errorApart: the last bytes are sent too.)
+		_ = wsstream.NewReader(&errorApart{r: body}, true, wsstream.NewDefaultReaderProtocols()).Copy(w, h.Echo.Request())
+		return nil
+	}
 	w.Header().Set("Content-Type", contentType)
 	w.WriteHeader(http.StatusOK)
 	if !flush {
@@ -177,4 +187,24 @@ func (p proxyErrors) Error(err error) {
 		err = apierrors.NewServiceUnavailable(err.Error())
 	}
 	_ = p.h.Fail(err)
+}
+
+// errorApart is a reader that never returns an error with data: the
+// error comes on the next read. wsstream's copy drops the bytes of a
+// read that also ends the stream, as the last read of a chunked body
+// often does.
+type errorApart struct {
+	r   io.Reader
+	err error
+}
+
+func (e *errorApart) Read(p []byte) (int, error) {
+	if e.err != nil {
+		return 0, e.err
+	}
+	n, err := e.r.Read(p)
+	if n > 0 && err != nil {
+		e.err, err = err, nil
+	}
+	return n, err
 }
