@@ -23,6 +23,7 @@ import (
 	"k8s.io/kubernetes/pkg/api/legacyscheme"
 	"k8s.io/kubernetes/plugin/pkg/admission/limitranger"
 	"k8s.io/kubernetes/plugin/pkg/admission/priority"
+	"k8s.io/kubernetes/plugin/pkg/admission/runtimeclass"
 	"k8s.io/kubernetes/plugin/pkg/admission/security/podsecurity"
 	"k8s.io/kubernetes/plugin/pkg/admission/serviceaccount"
 )
@@ -39,17 +40,19 @@ import (
 //
 // Subresource writes with bodies of their own (pods/binding,
 // pods/eviction, serviceaccounts/token) are admitted with their body's
-// kind, namespaces/finalize as an update; validating admission of a delete
-// sees the stored object (oldObject), right before it is deleted.
-// Webhooks and ValidatingAdmissionPolicy: webhook.go.
+// kind, namespaces/finalize as an update, the proxies as a CONNECT with
+// their options; validating admission of a delete sees the stored object
+// (oldObject), right before it is deleted. Webhooks and
+// ValidatingAdmissionPolicy: webhook.go.
 //
 // Errors are the plugins' own: 403 Forbidden with their message (quota
-// exceeded, PodSecurity violations, a missing service account, a
-// terminating namespace), 404 for a namespace that does not exist, 422
-// for LimitRanger's min/max violations and denying policies; a webhook's
-// denial has the webhook's code (400 without one), a webhook that cannot
-// be called (down, too slow, answering garbage) under failurePolicy Fail
-// is a 500 "failed calling webhook", as kube-apiserver answers.
+// exceeded, PodSecurity violations, a missing service account or
+// RuntimeClass, a terminating namespace), 404 for a namespace that does
+// not exist, 422 for LimitRanger's min/max violations and denying
+// policies; a webhook's denial has the webhook's code (400 without one),
+// a webhook that cannot be called (down, too slow, answering garbage)
+// under failurePolicy Fail is a 500 "failed calling webhook", as
+// kube-apiserver answers.
 
 // admissionOrder is the order kube-apiserver runs the plugins sqlkube
 // enables (its AllOrderedPlugins), whatever order a configuration names
@@ -60,8 +63,9 @@ var admissionOrder = []string{
 	serviceaccount.PluginName, // ServiceAccount
 	// NodeRestriction goes here (with the Node authorizer): after
 	// ServiceAccount, before PodSecurity, as upstream.
-	podsecurity.PluginName, // PodSecurity
-	priority.PluginName,    // Priority
+	podsecurity.PluginName,  // PodSecurity
+	priority.PluginName,     // Priority
+	runtimeclass.PluginName, // RuntimeClass
 	// Webhooks, policies and quota go at the end, as upstream.
 	mutatingwebhook.PluginName,   // MutatingAdmissionWebhook
 	policyvalidating.PluginName,  // ValidatingAdmissionPolicy
@@ -122,6 +126,7 @@ func NewChain(opts ChainOptions, stop <-chan struct{}) (admission.Interface, err
 	serviceaccount.Register(plugins)
 	podsecurity.Register(plugins)
 	priority.Register(plugins)
+	runtimeclass.Register(plugins)
 	mutatingwebhook.Register(plugins)
 	policyvalidating.Register(plugins)
 	validatingwebhook.Register(plugins)
