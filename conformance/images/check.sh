@@ -1,0 +1,219 @@
+#!/usr/bin/env bash
+# check.sh checks the archives build.sh made: each one unpacks into an
+# image under its name whose entrypoint (or command) exists, and the
+# images behave as the tests expect: busybox's sh keeps environment
+# variables whose names are not identifiers and runs commands from PATH
+# before its own applets, its nc speaks -v, -u, -z and -w, its wget -T
+# fetches and fails cleanly; agnhost has its tools; httpd and nginx serve
+# their pages on port 80; etc. Each image runs in a chroot of its unpacked
+# layer, in network namespaces of its own (loopback only).
+#
+#   check.sh OUTDIR [IMAGE...]
+#
+# Needs root and python3. Prints one line per check and a closing
+# "N passed, N failed"; exits non-zero when a check failed.
+set -uo pipefail
+
+if [ $# -lt 1 ]; then
+	echo "usage: $0 OUTDIR [IMAGE...]" >&2
+	exit 2
+fi
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+outdir=$1
+shift
+if [ "$(id -u)" != 0 ]; then
+	echo "$0: needs root (chroot, unshare)" >&2
+	exit 1
+fi
+work=$(mktemp -d /tmp/sqlkube-image-check.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+passed=0
+failed=0
+
+pass() { passed=$((passed + 1)); echo "ok   $*"; }
+fail() { failed=$((failed + 1)); echo "FAIL $*"; }
+# expect NAME WANT COMMAND...: COMMAND's output (standard output and error)
+# contains WANT.
+expect() {
+	local name=$1 want=$2 out
+	shift 2
+	out=$("$@" 2>&1)
+	if printf '%s' "$out" | grep -qF -- "$want"; then
+		pass "$name"
+	else
+		fail "$name: wanted \"$want\" in: $(printf '%s' "$out" | head -c 600)"
+	fi
+}
+
+# unpack ARCHIVE DIR: unpacks the image's layer into DIR and prints its
+# reference and configuration as shell assignments (ref, entrypoint, cmd,
+# user, env_path: the first two as words, one per line).
+unpack() {
+	python3 - "$1" "$2" <<'EOF'
+import json, sys, tarfile, io, shlex
+archive, dest = sys.argv[1], sys.argv[2]
+with tarfile.open(archive) as outer:
+    blob = lambda d: outer.extractfile("blobs/sha256/" + d.split(":", 1)[1]).read()
+    index = json.loads(outer.extractfile("index.json").read())
+    desc = index["manifests"][0]
+    manifest = json.loads(blob(desc["digest"]))
+    config = json.loads(blob(manifest["config"]["digest"]))
+    with tarfile.open(fileobj=io.BytesIO(blob(manifest["layers"][0]["digest"]))) as layer:
+        layer.extractall(dest, numeric_owner=True, filter="fully_trusted")
+c = config.get("config", {})
+env = dict(e.split("=", 1) for e in c.get("Env") or [])
+print("ref=" + shlex.quote(desc["annotations"]["io.containerd.image.name"]))
+print("entrypoint=" + shlex.quote("\n".join(c.get("Entrypoint") or [])))
+print("cmd=" + shlex.quote("\n".join(c.get("Cmd") or [])))
+print("user=" + shlex.quote(c.get("User", "")))
+print("env_path=" + shlex.quote(env.get("PATH", "")))
+EOF
+}
+
+# run DIR COMMAND...: runs COMMAND in the image unpacked at DIR, with /proc
+# and /dev, in new network, mount and PID namespaces (so nothing it starts
+# outlives it) whose loopback is up.
+run() {
+	local dir=$1
+	shift
+	unshare --net --mount --pid --fork -- sh -c '
+		d=$0
+		ip link set lo up
+		mount -t proc proc "$d/proc" 2>/dev/null || { mkdir -p "$d/proc" && mount -t proc proc "$d/proc"; }
+		mkdir -p "$d/dev" && mount --rbind /dev "$d/dev"
+		exec chroot "$d" "$@"' "$dir" "$@"
+}
+
+# resolve DIR PATHLIST PROGRAM: PROGRAM's path in the image, searched on
+# PATHLIST when it has no slash; exits 1 when it is not there.
+resolve() {
+	local dir=$1 pathlist=$2 prog=$3 p
+	if [ "${prog#*/}" != "$prog" ]; then
+		[ -e "$dir/$prog" ] || [ -L "$dir/$prog" ] && { echo "$prog"; return 0; }
+		return 1
+	fi
+	local IFS=:
+	for p in $pathlist; do
+		if [ -f "$dir/$p/$prog" ] || [ -L "$dir/$p/$prog" ]; then
+			echo "$p/$prog"
+			return 0
+		fi
+	done
+	return 1
+}
+
+check_busybox() {
+	local d=$1
+	expect "busybox: sh -c env keeps data-1 and p-data-1" "data-1=value-1" \
+		run "$d" /bin/env -i data-1=value-1 p-data-1=value-1 PATH=/bin /bin/sh -c env
+	expect "busybox: sh -c env keeps p-data-1" "p-data-1=value-1" \
+		run "$d" /bin/env -i data-1=value-1 p-data-1=value-1 PATH=/bin /bin/sh -c env
+	mkdir -p "$d/opt/path-first"
+	printf '#!/bin/sh\necho nc-from-PATH\n' >"$d/opt/path-first/nc"
+	chmod 755 "$d/opt/path-first/nc"
+	expect "busybox: sh runs a program on PATH before its own applet" "nc-from-PATH" \
+		run "$d" /bin/env PATH=/opt/path-first:/bin /bin/sh -c 'nc'
+	rm -rf "$d/opt"
+	expect "busybox: nc -v -w over TCP" "got:tcp-hello" run "$d" /bin/sh -c '
+		nc -l -p 7001 >/tmp/tcp.out & sleep 0.5
+		echo tcp-hello | nc -v -w 2 127.0.0.1 7001; sleep 0.3; echo "got:$(cat /tmp/tcp.out)"'
+	expect "busybox: nc -z -v finds an open port" "open" run "$d" /bin/sh -c '
+		nc -l -p 7002 >/dev/null & sleep 0.5; nc -v -z -w 2 127.0.0.1 7002'
+	expect "busybox: nc -u -w over UDP" "got:udp-hello" run "$d" /bin/sh -c '
+		nc -u -l -p 7003 >/tmp/udp.out & sleep 0.5
+		echo udp-hello | nc -u -w 1 127.0.0.1 7003; sleep 0.3; echo "got:$(cat /tmp/udp.out)"'
+	expect "busybox: wget -T fetches" "served-by-httpd" run "$d" /bin/sh -c '
+		mkdir -p /tmp/www && echo served-by-httpd >/tmp/www/index.html
+		httpd -p 127.0.0.1:7004 -h /tmp/www; sleep 0.3
+		wget -T 5 -q -O - http://127.0.0.1:7004/index.html'
+	expect "busybox: wget -T fails cleanly on a closed port" "exit=1" run "$d" /bin/sh -c '
+		wget -T 2 -q -O - http://127.0.0.1:7005/ >/dev/null 2>&1; echo "exit=$?"'
+	expect "busybox: id knows nobody" "uid=65534(nobody)" run "$d" /bin/id nobody
+}
+
+check_agnhost() {
+	local d=$1 tool
+	for tool in bash curl dig nslookup nc ip iperf wget ping ps; do
+		expect "agnhost: has $tool" "/$tool" run "$d" /bin/sh -c "command -v $tool"
+	done
+	expect "agnhost: wget is busybox's" "BusyBox" run "$d" /bin/sh -c 'wget --help 2>&1 | head -1'
+	expect "agnhost: nc is netcat-openbsd (-t, -u, -v)" "-t" run "$d" /bin/sh -c 'nc -h 2>&1'
+	expect "agnhost: /agnhost runs" "Available Commands" run "$d" /agnhost --help
+	expect "agnhost: /coredns runs" "CoreDNS-" run "$d" /coredns -version
+	expect "agnhost: the user and group the tests look for" "groups=1000(user-defined-in-image),50000(group-defined-in-image)" \
+		run "$d" id user-defined-in-image
+}
+
+# serves DIR NAME COMMAND WANT: COMMAND started in the image serves WANT
+# at http://127.0.0.1/.
+serves() {
+	local d=$1 name=$2 cmd=$3 want=$4
+	cp "$d/../busybox.static" "$d/.check-busybox"
+	expect "$name: serves its page on port 80" "$want" run "$d" /bin/sh -c "
+		$cmd >/tmp/server.log 2>&1 &
+		for i in 1 2 3 4 5 6 7 8 9 10; do /.check-busybox wget -q -O - http://127.0.0.1/ && exit 0; sleep 0.5; done
+		cat /tmp/server.log"
+	rm -f "$d/.check-busybox"
+}
+
+check_image() {
+	local name=$1 archive=$outdir/$1.tar d=$work/$1
+	local ref entrypoint cmd user env_path
+	mkdir -p "$d"
+	if ! eval "$(unpack "$archive" "$d")"; then
+		fail "$name: $archive does not unpack"
+		return
+	fi
+	local want
+	want=$("$here/build.sh" --list | awk -v f="$name.tar" '$1 == f { print $2 }')
+	[ "$ref" = "$want" ] && pass "$name: named $ref" || fail "$name: named $ref, want $want"
+	local prog=${entrypoint%%$'\n'*}
+	[ -n "$prog" ] || prog=${cmd%%$'\n'*}
+	if [ -z "$prog" ]; then
+		fail "$name: no entrypoint or command"
+	elif resolve "$d" "$env_path" "$prog" >/dev/null; then
+		pass "$name: runs $prog ($(resolve "$d" "$env_path" "$prog"))"
+	else
+		fail "$name: $prog is not in the image (PATH $env_path)"
+	fi
+	case $name in
+	busybox) check_busybox "$d" ;;
+	agnhost) check_agnhost "$d" ;;
+	kitten | nautilus)
+		expect "$name: has /$name.jpg and /data.json" "ok" run "$d" /bin/sh -c "test -s /$name.jpg && test -s /data.json && echo ok" ;;
+	httpd | httpd-new)
+		expect "$name: htdocs where the tests move pages" "index.html" run "$d" ls /usr/local/apache2/htdocs
+		serves "$d" "$name" "PATH=/usr/local/apache2/bin:\$PATH httpd-foreground" "It works!" ;;
+	nginx | nginx-new) serves "$d" "$name" "nginx -g 'daemon off;'" "Welcome to nginx!" ;;
+	jessie-dnsutils) expect "$name: dig" "DiG 9" run "$d" dig -v ;;
+	nonroot) [ "$user" = 1234 ] && pass "$name: runs as 1234" || fail "$name: runs as '$user'" ;;
+	nonewprivs)
+		expect "$name: nnp is setuid root" "4755 0" stat -c '%a %u' "$d/usr/local/bin/nnp"
+		expect "$name: nnp run by nobody has effective uid 0" "Effective uid: 0" run "$d" /bin/su -s /bin/sh nobody -c /usr/local/bin/nnp ;;
+	perl) expect "$name: perl runs" "hello from perl" run "$d" perl -e 'print "hello from perl\n"' ;;
+	resource-consumer)
+		expect "$name: stress and consume-cpu" "ok" run "$d" /bin/sh -c 'command -v stress && test -x /consume-cpu/consume-cpu && echo ok' ;;
+	ipc-utils) expect "$name: ipcmk makes a segment" "Shared memory id" run "$d" ipcmk -M 1024 ;;
+	etcd) expect "$name: etcd 3.6.4" "etcd Version: 3.6.4" run "$d" /usr/local/bin/etcd --version ;;
+	sample-apiserver) expect "$name: runs" "--etcd-servers" run "$d" /sample-apiserver --help ;;
+	esac
+	rm -rf "$d"
+}
+
+names=("$@")
+if [ ${#names[@]} -eq 0 ]; then
+	for f in "$outdir"/*.tar; do
+		names+=("$(basename "$f" .tar)")
+	done
+fi
+# A static busybox for fetching pages inside images that have no client.
+for f in "$outdir/busybox.tar"; do
+	mkdir -p "$work/bb"
+	eval "$(unpack "$f" "$work/bb")" >/dev/null && cp "$work/bb/bin/busybox" "$work/busybox.static"
+	rm -rf "$work/bb"
+done
+for name in "${names[@]}"; do
+	check_image "$name"
+done
+echo "$passed passed, $failed failed"
+[ "$failed" = 0 ]
