@@ -17,16 +17,25 @@ build_bin_ociarchive() {
 	(cd "$root" && $go build -o "$1" ./conformance/images/ociarchive)
 }
 
-# h_go_build MODULE OUT PACKAGE [LDFLAGS]: builds PACKAGE, statically, in
-# the module directory $cache/go/MODULE (made by h_go_module_MODULE).
+# h_go_build MODULE OUT PACKAGE VERSION [LDFLAGS]: builds PACKAGE of its
+# module's VERSION, statically, in the module directory $cache/go/MODULE
+# (made by h_go_module_MODULE).
 h_go_build() {
 	local mod=$cache/go/$1
 	mkdir -p "$mod"
 	"h_go_module_$1" "$mod"
 	cd "$mod"
 	export GOFLAGS=-mod=mod CGO_ENABLED=0
-	$go get "$3" >&2
-	nice -n 10 $go build -trimpath -ldflags "-s -w ${4:-}" -o "$2" "$3"
+	$go get "$3@$4"
+	nice -n 10 $go build -trimpath -ldflags "-s -w ${5:-}" -o "$2" "$3"
+	# The module PACKAGE is in must be at VERSION (go get may not move it).
+	$go version -m "$2" | awk -v pkg="$3" -v ver="$4" '
+		$1 == "dep" && index(pkg "/", $2 "/") == 1 && $3 == ver { found = 1 }
+		END { exit !found }' || {
+		echo "$2 is not built from $3 at $4:"
+		$go version -m "$2"
+		return 1
+	}
 }
 
 # The Kubernetes module: k8s.io/kubernetes at go.mod's version, its
@@ -56,22 +65,27 @@ h_go_module_etcd() {
 
 inputs_bin_agnhost() { echo "$kube_version"; $go version; }
 build_bin_agnhost() {
-	h_go_build kube "$1" k8s.io/kubernetes/test/images/agnhost "-X main.Version=$(cat "$kube_src/test/images/agnhost/VERSION")"
+	h_go_build kube "$1" k8s.io/kubernetes/test/images/agnhost "$kube_version" \
+		"-X main.Version=$(cat "$kube_src/test/images/agnhost/VERSION")"
 }
 inputs_bin_nnp() { echo "$kube_version"; $go version; }
-build_bin_nnp() { h_go_build kube "$1" k8s.io/kubernetes/test/images/nonewprivs; }
+build_bin_nnp() { h_go_build kube "$1" k8s.io/kubernetes/test/images/nonewprivs "$kube_version"; }
 inputs_bin_consumer() { echo "$kube_version"; $go version; }
-build_bin_consumer() { h_go_build kube "$1" k8s.io/kubernetes/test/images/resource-consumer; }
+build_bin_consumer() { h_go_build kube "$1" k8s.io/kubernetes/test/images/resource-consumer "$kube_version"; }
 inputs_bin_consume_cpu() { echo "$kube_version"; $go version; }
-build_bin_consume_cpu() { h_go_build kube "$1" k8s.io/kubernetes/test/images/resource-consumer/consume-cpu; }
+build_bin_consume_cpu() {
+	h_go_build kube "$1" k8s.io/kubernetes/test/images/resource-consumer/consume-cpu "$kube_version"
+}
 # sample-apiserver at the staging version go.mod replaces it with.
 inputs_bin_sample_apiserver() { echo "$kube_version"; $go version; }
-build_bin_sample_apiserver() { h_go_build kube "$1" k8s.io/sample-apiserver; }
+build_bin_sample_apiserver() { h_go_build kube "$1" k8s.io/sample-apiserver "$(h_staging_version)"; }
+# h_staging_version: the version go.mod points Kubernetes' staging modules at.
+h_staging_version() { sed -n 's|^\s*k8s.io/apimachinery => k8s.io/apimachinery \(v0\.[0-9.]*\)$|\1|p' "$root/go.mod"; }
 
 inputs_bin_etcd() { echo "$etcd_version"; $go version; }
-build_bin_etcd() { h_go_build etcd "$1" go.etcd.io/etcd/server/v3; }
+build_bin_etcd() { h_go_build etcd "$1" go.etcd.io/etcd/server/v3 "$etcd_version"; }
 inputs_bin_etcdctl() { echo "$etcd_version"; $go version; }
-build_bin_etcdctl() { h_go_build etcd "$1" go.etcd.io/etcd/etcdctl/v3; }
+build_bin_etcdctl() { h_go_build etcd "$1" go.etcd.io/etcd/etcdctl/v3 "$etcd_version"; }
 
 # CoreDNS for agnhost's /coredns, at the version sqlkube embeds (its
 # module has no replace directives, so `go install MODULE@VERSION` works).

@@ -83,6 +83,10 @@ func run(img images.Image, root, out, entrypoint, cmd string, env []string, paus
 		return err
 	}
 	defer os.Remove(tmp.Name())
+	if err := tmp.Chmod(0o644); err != nil {
+		tmp.Close()
+		return err
+	}
 	if err := images.WriteArchive(tmp, img); err != nil {
 		tmp.Close()
 		return err
