@@ -36,7 +36,7 @@ func newImagesImportCommand() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				ep = containerd.Endpoint(filepath.Join(dir, "containerd"))
+				ep = containerd.Endpoint(containerdDirOf(dir))
 			}
 			for _, a := range args {
 				out, err := containerd.Import(cmd.Context(), ep, a)

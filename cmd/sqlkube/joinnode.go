@@ -49,7 +49,7 @@ func runJoinedNode(ctx context.Context, f joinFlags, kubeconfigPath string, extr
 	if err != nil {
 		return err
 	}
-	nodeDir := filepath.Join(dataDir, "node")
+	nodeDir := nodeDirOf(dataDir)
 	if err := os.MkdirAll(nodeDir, 0o700); err != nil {
 		return err
 	}

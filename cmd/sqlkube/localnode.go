@@ -89,7 +89,7 @@ func runLocalNode(ctx context.Context, f localNodeFlags, dataDir, apiURL string,
 	if err != nil {
 		return fmt.Errorf("node certificates: %w", err)
 	}
-	nodeDir := filepath.Join(dataDir, "node")
+	nodeDir := nodeDirOf(dataDir)
 	kubeconfig := filepath.Join(nodeDir, "kubelet.kubeconfig")
 	if err := writeNodeKubeconfig(kubeconfig, apiURL, files.CACert, nodeFiles); err != nil {
 		return err
@@ -144,7 +144,7 @@ func (f localNodeFlags) identity() (string, net.IP, error) {
 // sandbox image too. An empty endpoint and no error: this host cannot run
 // containers (logged).
 func startRuntime(ctx context.Context, f localNodeFlags, dataDir string, log zerolog.Logger) (string, func(), error) {
-	nodeDir := filepath.Join(dataDir, "node")
+	nodeDir := nodeDirOf(dataDir)
 	endpoint := f.runtimeEndpoint
 	if endpoint == "" {
 		cniBin := ""
@@ -164,7 +164,7 @@ func startRuntime(ctx context.Context, f localNodeFlags, dataDir string, log zer
 		if err := os.MkdirAll(cniConf, 0o700); err != nil {
 			return "", nil, err
 		}
-		ctrDir := filepath.Join(dataDir, "containerd")
+		ctrDir := containerdDirOf(dataDir)
 		proc, err := containerd.Start(ctx, containerd.Options{Dir: ctrDir, SandboxImage: f.sandboxImage, CNIBinDir: cniBin, CNIConfDir: cniConf})
 		if err != nil {
 			return "", nil, err
@@ -211,6 +211,11 @@ func writeNodeKubeconfig(path, url, caFile string, nf pki.NodeFiles) error {
 	cfg.CurrentContext = "node"
 	return clientcmd.WriteToFile(*cfg, path)
 }
+
+// nodeDirOf and containerdDirOf are a node's directories under its data
+// directory: the kubelet's and the pod network's, and containerd's.
+func nodeDirOf(dataDir string) string       { return filepath.Join(dataDir, "node") }
+func containerdDirOf(dataDir string) string { return filepath.Join(dataDir, "containerd") }
 
 // cniConfDir and cniIPAMDir are under a node's directory.
 func cniConfDir(nodeDir string) string { return filepath.Join(nodeDir, "cni", "net.d") }

@@ -41,6 +41,19 @@ type Options struct {
 // Paths under an Options.Dir.
 func Socket(dir string) string { return filepath.Join(dir, "containerd.sock") }
 
+// ConfigFile is the configuration Start writes; RootDir and StateDir are
+// containerd's root (images, snapshots, its database) and state (running
+// tasks' bundles, the CRI plugin's sandbox files) directories.
+func ConfigFile(dir string) string { return filepath.Join(dir, "config.toml") }
+func RootDir(dir string) string    { return filepath.Join(dir, "root") }
+func StateDir(dir string) string   { return filepath.Join(dir, "state") }
+
+// RuncRoot is where the runc shim (io.containerd.runc.v2) has runc keep
+// its containers' state, RuncRoot/NAMESPACE/ID: the shim's default, which
+// sqlkube's configuration keeps. It is outside Dir, and shared with any
+// other containerd on the host.
+const RuncRoot = "/run/containerd/runc"
+
 // Endpoint is the CRI endpoint of the containerd started in dir.
 func Endpoint(dir string) string { return "unix://" + Socket(dir) }
 
@@ -63,8 +76,8 @@ func Missing() error {
 
 var configTemplate = template.Must(template.New("config").Parse(`# Written by sqlkube; regenerated at every start.
 version = 2
-root = "{{.Dir}}/root"
-state = "{{.Dir}}/state"
+root = "{{.Root}}"
+state = "{{.State}}"
 
 [grpc]
   address = "{{.Socket}}"
@@ -98,12 +111,12 @@ func WriteConfig(o Options) (string, error) {
 	var buf bytes.Buffer
 	err := configTemplate.Execute(&buf, struct {
 		Options
-		Socket string
-	}{o, Socket(o.Dir)})
+		Socket, Root, State string
+	}{o, Socket(o.Dir), RootDir(o.Dir), StateDir(o.Dir)})
 	if err != nil {
 		return "", err
 	}
-	p := filepath.Join(o.Dir, "config.toml")
+	p := ConfigFile(o.Dir)
 	return p, os.WriteFile(p, buf.Bytes(), 0o600)
 }
 

@@ -31,6 +31,30 @@ func Under(dir string) ([]string, error) {
 	return points, nil
 }
 
+// UnmountUnder unmounts every mount at or below dir, deepest first: each
+// is unmounted normally, and detached (MNT_DETACH, a lazy unmount) only
+// when that fails, as a last resort. It returns the mount points
+// unmounted (one per mount: a point mounted twice is listed twice) and
+// what failed.
+func UnmountUnder(dir string) ([]string, error) {
+	points, err := Under(dir)
+	if err != nil {
+		return nil, err
+	}
+	var done []string
+	var errs []error
+	for _, p := range points {
+		if err := syscall.Unmount(p, 0); err != nil {
+			if err := syscall.Unmount(p, syscall.MNT_DETACH); err != nil {
+				errs = append(errs, fmt.Errorf("unmount %s: %w", p, err))
+				continue
+			}
+		}
+		done = append(done, p)
+	}
+	return done, errors.Join(errs...)
+}
+
 // DetachUnder detaches (MNT_DETACH) every mount at or below dir, deepest
 // first, and returns what failed.
 func DetachUnder(dir string) error {

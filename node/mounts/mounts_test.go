@@ -39,3 +39,38 @@ func TestDetachUnder(t *testing.T) {
 		t.Fatalf("still mounted: %v", got)
 	}
 }
+
+// TestUnmountUnder unmounts a mount in use (a file open below it) lazily,
+// and the others normally.
+func TestUnmountUnder(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("skipped: mounts need root")
+	}
+	dir := t.TempDir()
+	busy, idle := filepath.Join(dir, "busy"), filepath.Join(dir, "idle")
+	for _, p := range []string{busy, idle} {
+		if err := os.Mkdir(p, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := syscall.Mount("tmpfs", p, "tmpfs", 0, "size=1m"); err != nil {
+			t.Skipf("skipped: tmpfs mount not permitted here: %v", err)
+		}
+	}
+	t.Cleanup(func() { _ = DetachUnder(dir) })
+	f, err := os.Create(filepath.Join(busy, "open"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	got, err := UnmountUnder(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, []string{busy, idle}) {
+		t.Errorf("unmounted %v, want %s and %s", got, busy, idle)
+	}
+	if left, _ := Under(dir); len(left) != 0 {
+		t.Errorf("still mounted: %v", left)
+	}
+}

@@ -2,6 +2,8 @@ package podnet
 
 import (
 	"encoding/json"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"testing"
@@ -80,5 +82,18 @@ func TestInternalIP(t *testing.T) {
 	}
 	if got := internalIP(&corev1.Node{}); got != nil {
 		t.Errorf("internalIP of a node without addresses = %v", got)
+	}
+}
+
+func TestConfiguredPodCIDR(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := ConfiguredPodCIDR(dir); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("no configuration: %v, want fs.ErrNotExist", err)
+	}
+	if err := WriteCNIConfig(dir, "/var/lib/ipam", "10.42.3.0/24"); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := ConfiguredPodCIDR(dir); err != nil || got != "10.42.3.0/24" {
+		t.Errorf("ConfiguredPodCIDR = %q, %v; want 10.42.3.0/24", got, err)
 	}
 }
