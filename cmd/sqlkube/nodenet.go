@@ -3,7 +3,7 @@ package main
 import (
 	"context"
 	"errors"
-	"os"
+	"fmt"
 	"sync"
 	"time"
 
@@ -112,24 +112,23 @@ func newKubeProxyCommand(lf *logFlags) *cobra.Command {
 }
 
 // nodeClient is a client with the node's credential, once its kubeconfig
-// exists (a joining node's kubelet writes it after the TLS bootstrap).
+// and the certificate it names can be read. A joining node's kubelet
+// writes its kubeconfig before it has the certificate (TLS bootstrap: the
+// kubeconfig names where the certificate will be once its CSR is
+// approved), and it does so in its own process, so only the files tell.
 func nodeClient(ctx context.Context, kubeconfig string) (kubernetes.Interface, error) {
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		if _, err := os.Stat(kubeconfig); err == nil {
-			break
+		cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+		if err == nil {
+			cfg.UserAgent = "sqlkube-podnet"
+			return kubernetes.NewForConfig(cfg)
 		}
 		select {
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return nil, fmt.Errorf("the node's kubeconfig: %w (%v)", ctx.Err(), err)
 		case <-tick.C:
 		}
 	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	if err != nil {
-		return nil, err
-	}
-	cfg.UserAgent = "sqlkube-podnet"
-	return kubernetes.NewForConfig(cfg)
 }
