@@ -22,6 +22,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -108,8 +109,12 @@ func ManifestsDir(dir string) string { return filepath.Join(dir, "pod-manifests"
 func PodLogsDir(dir string) string   { return filepath.Join(dir, "logs", "pods") }
 
 // Server builds the kubelet's flags and configuration from o, as the
-// kubelet command line would, and validates them.
-func Server(o Options) (*options.KubeletServer, error) {
+// kubelet command line would, and validates them. What the flags say of
+// themselves (deprecations) is left to the kubelet's process to print.
+func Server(o Options) (*options.KubeletServer, error) { return server(o, io.Discard) }
+
+// server is Server writing the flags' notices to flagOut.
+func server(o Options, flagOut io.Writer) (*options.KubeletServer, error) {
 	if o.Dir == "" || o.Kubeconfig == "" || o.RuntimeEndpoint == "" {
 		return nil, fmt.Errorf("kubelet: Dir, Kubeconfig and RuntimeEndpoint are required")
 	}
@@ -179,6 +184,7 @@ func Server(o Options) (*options.KubeletServer, error) {
 
 	if len(o.ExtraArgs) > 0 {
 		fs := pflag.NewFlagSet("kubelet", pflag.ContinueOnError)
+		fs.SetOutput(flagOut)
 		fs.SetNormalizeFunc(cliflag.WordSepNormalizeFunc)
 		kf.AddFlags(fs)
 		options.AddKubeletConfigFlags(fs, kc)
@@ -296,7 +302,7 @@ func waitPortFree(ctx context.Context, address string, port int32, d time.Durati
 // The commonest failure, a port another program holds, RunInProcess
 // refuses before it starts.
 func RunInProcess(ctx context.Context, o Options) error {
-	s, err := Server(o)
+	s, err := server(o, os.Stderr)
 	if err != nil {
 		return err
 	}
