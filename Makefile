@@ -13,7 +13,7 @@ LDFLAGS := -X main.version=$(VERSION) \
 	-X k8s.io/component-base/version.gitVersion=$(K8S_VERSION) \
 	-X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$(K8S_MINOR)
 
-.PHONY: run build test test-deps test-deps-helm test-ha vet fmt bench bench-compare bench-net image
+.PHONY: run build test test-deps test-deps-helm test-ha vet fmt bench bench-compare bench-net image conformance
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/sqlkube ./cmd/sqlkube
@@ -72,6 +72,15 @@ test: test-deps test-deps-helm
 	# One package at a time: the conformance suites run their backends in
 	# parallel and are timing-sensitive on a 2-core machine.
 	SQLKUBE_HELM_DIR="$(HELM_DIR)" $(GO) test -p 1 -count=1 -timeout 40m ./...
+
+# conformance runs Kubernetes' own conformance suite (e2e.test at go.mod's
+# Kubernetes version, every [Conformance] test) against a two-node sqlkube
+# cluster on this host, offline, as root, and writes docs/conformance.md
+# (conformance/run.sh: what it builds, where it caches, how it cleans up).
+# Not part of make test: it takes hours on 2 cores. PROCS=N parallel
+# ginkgo processes; FOCUS=REGEXP a subset.
+conformance: test-deps
+	./conformance/run.sh
 
 # test-ha is the fault test: three servers on a private PostgreSQL, a
 # minute of SIGKILLs, a PostgreSQL restart and a paused leader, with

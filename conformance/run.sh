@@ -1,0 +1,130 @@
+#!/usr/bin/env bash
+# run.sh runs Kubernetes' conformance suite against a two-node sqlkube
+# cluster on this host, offline, as root (`make conformance`):
+#   1. builds e2e.test, ginkgo and kubectl at go.mod's Kubernetes version
+#      (build.sh) and the images the suite runs (images/build.sh), and
+#      sqlkube itself;
+#   2. starts the cluster in network namespaces of its own on a private
+#      LAN (a bridge in a namespace, this host's leg at .1): `sqlkube
+#      server` with its host node in one, a node joined with `sqlkube
+#      node --token` in the other, each with its own containerd, kubelet
+#      root and cgroups, and imports the images into both;
+#   3. runs the [Conformance] tests as kind's CI does: the non-[Serial]
+#      ones in parallel (ginkgo --procs), then the [Serial] ones alone,
+#      with --provider=local, no retries;
+#   4. writes docs/conformance.md (report.sh) and exits non-zero if any
+#      test failed;
+#   5. removes the nodes, their namespaces and everything they imported.
+#
+#   PROCS    parallel ginkgo processes (default 4)
+#   FOCUS    ginkgo focus regexp (default \[Conformance\])
+#   KEEP=1   leave the cluster running at the end (for debugging)
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+[ "$(id -u)" = 0 ] || { echo "make conformance: run as root (it starts nodes: containers, mounts, network namespaces)" >&2; exit 2; }
+PROCS=${PROCS:-4}
+FOCUS=${FOCUS:-'\[Conformance\]'}
+version=$(go list -m -f '{{.Version}}' k8s.io/kubernetes)
+cache=${CONFORMANCE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/sqlkube-conformance}/$version
+started=$(date -u +%s)
+
+bin=$(./conformance/build.sh)
+imagedir=$cache/archives
+./conformance/images/build.sh "$imagedir" >&2
+make build >&2
+sqlkube=$root/bin/sqlkube
+
+run=$(mktemp -d "${TMPDIR:-/tmp}/sqlkube-conformance-XXXXXX")
+id=$(head -c3 /dev/urandom | od -An -tx1 | tr -d ' \n')
+subnet=10.253.$((16#${id:0:2}))
+lan=sqkc-$id-lan
+nsA=sqkc-$id-a
+nsB=sqkc-$id-b
+ipA=$subnet.2
+ipB=$subnet.3
+pids=()
+
+cleanup() {
+  local rc=$?
+  if [ "${KEEP:-}" = 1 ]; then
+    echo "KEEP=1: the cluster stays up; KUBECONFIG=$run/server/kubeconfig; remove it with: kill ${pids[*]}; ip netns del $nsA; ip netns del $nsB; ip netns del $lan" >&2
+    exit $rc
+  fi
+  for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+  for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+  for dir in "$run/server" "$run/node"; do
+    [ -d "$dir" ] && "$sqlkube" reset --data-dir "$dir" --purge >&2 || true
+  done
+  for ns in "$nsA" "$nsB" "$lan"; do ip netns del "$ns" 2>/dev/null || true; done
+  ip link del "sqkc${id}t" 2>/dev/null || true
+  rm -rf "$run"
+  exit $rc
+}
+trap cleanup EXIT INT TERM
+
+# The LAN: a bridge in its own namespace, this host at .1, a node per
+# namespace at .2 and .3.
+ip netns add "$lan"
+ip netns exec "$lan" ip link add br0 type bridge
+ip netns exec "$lan" ip link set br0 up
+ip link add "sqkc${id}t" type veth peer name "sqkc${id}u"
+ip link set "sqkc${id}u" netns "$lan"
+ip netns exec "$lan" ip link set "sqkc${id}u" master br0 up
+ip addr add "$subnet.1/24" dev "sqkc${id}t"
+ip link set "sqkc${id}t" up
+i=0
+for pair in "$nsA:$ipA" "$nsB:$ipB"; do
+  ns=${pair%%:*} addr=${pair#*:}
+  ip netns add "$ns"
+  ip link add "sqkc${id}${i}h" type veth peer name "sqkc${id}${i}p"
+  ip link set "sqkc${id}${i}h" netns "$lan"
+  ip netns exec "$lan" ip link set "sqkc${id}${i}h" master br0 up
+  ip link set "sqkc${id}${i}p" netns "$ns"
+  ip netns exec "$ns" ip link set lo up
+  ip netns exec "$ns" ip link set "sqkc${id}${i}p" name eth0
+  ip netns exec "$ns" ip addr add "$addr/24" dev eth0
+  ip netns exec "$ns" ip link set eth0 up
+  ip netns exec "$ns" ip route add default via "$subnet.1"
+  i=$((i + 1))
+done
+
+# The server and its host node.
+mkdir -p "$run/server" "$run/node"
+nsenter --net="/run/netns/$nsA" -- "$sqlkube" server --data-dir "$run/server" --node-name conformance-a --node-ip "$ipA" \
+  --bind-address "$ipA" --log-format json >"$run/server.log" 2>&1 &
+pids+=($!)
+export KUBECONFIG=$run/server/kubeconfig
+for _ in $(seq 1 120); do
+  [ -f "$KUBECONFIG" ] && "$bin/kubectl" get --raw /readyz >/dev/null 2>&1 && break
+  sleep 1
+done
+"$bin/kubectl" get --raw /readyz >/dev/null
+
+# The second node, joined with a bootstrap token.
+read -r -a join <<<"$(nsenter --net="/run/netns/$nsA" -- "$sqlkube" token create --data-dir "$run/server" --print-join-command)"
+nsenter --net="/run/netns/$nsB" -- "$sqlkube" node "${join[@]:2}" --data-dir "$run/node" --node-name conformance-b --node-ip "$ipB" \
+  --log-format json >"$run/node.log" 2>&1 &
+pids+=($!)
+"$bin/kubectl" wait --for=condition=Ready node/conformance-a node/conformance-b --timeout=300s >&2
+
+# The images, into both nodes' containerd.
+"$sqlkube" images import --data-dir "$run/server" "$imagedir"/*.tar >&2
+"$sqlkube" images import --data-dir "$run/node" "$imagedir"/*.tar >&2
+
+# The suite: parallel tests, then serial ones; JUnit reports merged by
+# report.sh.
+reports=$run/reports
+mkdir -p "$reports/parallel" "$reports/serial"
+common=(--provider=local --kubeconfig="$KUBECONFIG" --kubectl-path="$bin/kubectl" --ginkgo.timeout=24h
+  --dump-logs-on-failure=false --report-dir)
+rc=0
+"$bin/ginkgo" --procs="$PROCS" --focus="$FOCUS" --skip='\[Serial\]' --timeout=24h --no-color \
+  "$bin/e2e.test" -- "${common[@]}" "$reports/parallel" >"$run/parallel.log" 2>&1 || rc=1
+"$bin/ginkgo" --focus="\[Serial\].*$FOCUS|$FOCUS.*\[Serial\]" --timeout=24h --no-color \
+  "$bin/e2e.test" -- "${common[@]}" "$reports/serial" >"$run/serial.log" 2>&1 || rc=1
+
+./conformance/report.sh "$version" "$started" "$reports" "$run" >docs/conformance.md
+cp "$run"/*.log "$cache/" 2>/dev/null || true
+echo "conformance: report in docs/conformance.md; logs in $cache" >&2
+exit $rc
