@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"sync"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/connrotation"
 
 	"github.com/sqlkube/sqlkube/node/kubeproxy"
 	"github.com/sqlkube/sqlkube/node/podnet"
@@ -63,13 +65,14 @@ func startNodeNetwork(ctx context.Context, f localNodeFlags, n nodeNetwork, log 
 	}
 	wg.Go(func() {
 		defer utilruntime.HandleCrash()
-		client, err := nodeClient(ctx, n.kubeconfig)
+		client, closeClient, err := nodeClient(ctx, n.kubeconfig)
 		if err != nil {
 			if ctx.Err() == nil {
 				log.Error().Err(err).Msg("no pod network, no kube-proxy")
 			}
 			return
 		}
+		defer closeClient()
 		if f.runtimeEndpoint != "" {
 			// The runtime and its pod network are the operator's.
 			runProxy()
@@ -116,18 +119,24 @@ func newKubeProxyCommand(lf *logFlags) *cobra.Command {
 // writes its kubeconfig before it has the certificate (TLS bootstrap: the
 // kubeconfig names where the certificate will be once its CSR is
 // approved), and it does so in its own process, so only the files tell.
-func nodeClient(ctx context.Context, kubeconfig string) (kubernetes.Interface, error) {
+// The func it returns closes the client's connections: an API server
+// that stops waits a second for its clients to close theirs, and this
+// process may be that server.
+func nodeClient(ctx context.Context, kubeconfig string) (kubernetes.Interface, func(), error) {
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 		if err == nil {
 			cfg.UserAgent = "sqlkube-podnet"
-			return kubernetes.NewForConfig(cfg)
+			d := connrotation.NewDialer((&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext)
+			cfg.Dial = d.DialContext
+			cs, err := kubernetes.NewForConfig(cfg)
+			return cs, d.CloseAll, err
 		}
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("the node's kubeconfig: %w (%v)", ctx.Err(), err)
+			return nil, nil, fmt.Errorf("the node's kubeconfig: %w (%v)", ctx.Err(), err)
 		case <-tick.C:
 		}
 	}
