@@ -133,7 +133,7 @@ check_busybox() {
 
 check_agnhost() {
 	local d=$1 tool
-	for tool in bash curl dig nslookup nc ip iperf wget ping ps; do
+	for tool in bash curl dig nslookup getent seq awk hostname nc ip iperf wget ping ps; do
 		expect "agnhost: has $tool" "/$tool" run "$d" /bin/sh -c "command -v $tool"
 	done
 	expect "agnhost: wget is busybox's" "BusyBox" run "$d" /bin/sh -c 'wget --help 2>&1 | head -1'
@@ -190,7 +190,9 @@ check_image() {
 		expect "$name: htdocs where the tests move pages" "index.html" run "$d" ls /usr/local/apache2/htdocs
 		serves "$d" "$name" "PATH=/usr/local/apache2/bin:\$PATH httpd-foreground" "It works!" ;;
 	nginx | nginx-new) serves "$d" "$name" "nginx -g 'daemon off;'" "Welcome to nginx!" ;;
-	jessie-dnsutils) expect "$name: dig" "DiG 9" run "$d" dig -v ;;
+	jessie-dnsutils)
+		expect "$name: dig" "DiG 9" run "$d" dig -v
+		expect "$name: the DNS tests' other tools" "tools-found" run "$d" /bin/sh -c 'command -v getent nslookup awk hostname seq && echo tools-found' ;;
 	nonroot) [ "$user" = 1234 ] && pass "$name: runs as 1234" || fail "$name: runs as '$user'" ;;
 	nonewprivs)
 		expect "$name: nnp is setuid root" "4755 0" stat -c '%a %u' "$d/usr/local/bin/nnp"

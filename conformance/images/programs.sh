@@ -30,7 +30,7 @@ h_go_build() {
 	nice -n 10 $go build -trimpath -ldflags "-s -w ${5:-}" -o "$2" "$3"
 	# The module PACKAGE is in must be at VERSION (go get may not move it).
 	$go version -m "$2" | awk -v pkg="$3" -v ver="$4" '
-		$1 == "dep" && index(pkg "/", $2 "/") == 1 && $3 == ver { found = 1 }
+		($1 == "mod" || $1 == "dep") && index(pkg "/", $2 "/") == 1 && $3 == ver { found = 1 }
 		END { exit !found }' || {
 		echo "$2 is not built from $3 at $4:"
 		$go version -m "$2"
