@@ -12,6 +12,7 @@ import (
 	"sync"
 	"testing"
 
+	"golang.org/x/net/websocket"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -448,5 +449,29 @@ func TestProxy_ConnectAdmission(t *testing.T) {
 	}
 	if err := exec("ls"); err == nil || strings.Contains(err.Error(), "no rm") {
 		t.Errorf("exec ls (the pod has no node): %v, want an error that is not the policy's", err)
+	}
+}
+
+// TestProxy_PodsWebsocket: an upgrade (a websocket) passes through
+// pods/proxy to the pod, both ways.
+func TestProxy_PodsWebsocket(t *testing.T) {
+	s := newProxyServer(t)
+	echo := websocket.Handler(func(ws *websocket.Conn) { _, _ = io.Copy(ws, ws) })
+	port := listenOn(t, s.network, httptest.NewUnstartedServer(echo), false, testPodIP)
+	cfg, err := websocket.NewConfig(fmt.Sprintf("ws%s/api/v1/namespaces/default/pods/web:%d/proxy/echo", strings.TrimPrefix(s.cfg.Host, "http"), port), "http://localhost")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws, err := websocket.DialConfig(cfg)
+	if err != nil {
+		t.Fatalf("a websocket through pods/proxy: %v", err)
+	}
+	defer ws.Close()
+	if err := websocket.Message.Send(ws, "ping through the proxy"); err != nil {
+		t.Fatal(err)
+	}
+	var got string
+	if err := websocket.Message.Receive(ws, &got); err != nil || got != "ping through the proxy" {
+		t.Fatalf("echoed %q, %v", got, err)
 	}
 }
