@@ -22,8 +22,8 @@ type Cluster struct {
 	ClusterIPs            *allocator.Reservations
 	// NodePorts hands out services' node ports.
 	NodePorts *allocator.Reservations
-	Registry              *registry.Registry
-	Storages              map[*registry.Resource]k8sstorage.Interface
+	Registry  *registry.Registry
+	Storages  map[*registry.Resource]k8sstorage.Interface
 	// Loopback reaches the API server in memory as system:masters.
 	Loopback *rest.Config
 }
