@@ -332,7 +332,14 @@ func TestAggregation_ProxyDiscoveryAndAvailability(t *testing.T) {
 		// The probe does not verify the backend: it is Available, and
 		// the proxy refuses with a Status.
 		waitAvailable(t, ac, bad.Name, apiregistrationv1.ConditionTrue, "")
-		err := raw.Get().AbsPath("/apis", wardleGroup, "v1beta2", "namespaces", "wardle", "flunders").Do(ctx).Error()
+		// The proxy reads APIServices from its informer, which sees the
+		// Available condition a moment after the API does: until then it
+		// answers 503.
+		var err error
+		eventually(t, "the proxy to see "+bad.Name+" Available", func() bool {
+			err = raw.Get().AbsPath("/apis", wardleGroup, "v1beta2", "namespaces", "wardle", "flunders").Do(ctx).Error()
+			return !apierrors.IsServiceUnavailable(err)
+		})
 		if !apierrors.IsInternalError(err) {
 			t.Fatalf("proxying with a bad caBundle: %v, want a 500 Status", err)
 		}
