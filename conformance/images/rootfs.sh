@@ -9,13 +9,17 @@ debian_suite=bookworm
 files=conformance/images/files
 default_path=PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 
-# h_chroot DIR COMMAND...: runs COMMAND inside DIR with /proc mounted, in a
-# mount namespace of its own (nothing stays mounted on the host).
+# h_chroot DIR COMMAND...: runs COMMAND inside DIR with /proc and a
+# /dev/pts of its own (apt logs through a terminal) mounted, in a mount
+# namespace of its own (nothing stays mounted on the host).
 h_chroot() {
 	local dir=$1
 	shift
 	env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin DEBIAN_FRONTEND=noninteractive LC_ALL=C HOME=/root \
-		unshare --mount --fork -- sh -c 'mount -t proc proc "$0/proc" && exec chroot "$0" "$@"' "$dir" "$@"
+		unshare --mount --fork -- sh -c '
+			mount -t proc proc "$0/proc" &&
+			mount -t devpts -o newinstance,ptmxmode=0666 devpts "$0/dev/pts" &&
+			exec chroot "$0" "$@"' "$dir" "$@"
 }
 
 # h_debian_install DIR PACKAGE...: installs Debian's packages into the

@@ -57,7 +57,16 @@ step() {
 	local t0 logf=$cache/logs/$kind-$name.log
 	t0=$(date +%s)
 	rm -rf "$out.new"
-	if ! ("$fn" "$out.new") >"$logf" 2>&1; then
+	# Not in a condition: there bash would ignore set -e inside the recipe.
+	local rc
+	set +e
+	(
+		set -e
+		"$fn" "$out.new"
+	) >"$logf" 2>&1
+	rc=$?
+	set -e
+	if [ "$rc" != 0 ]; then
 		tail -n 40 "$logf" >&2
 		log "$kind/$name failed; its log: $logf"
 		rm -rf "$out.new"
