@@ -128,6 +128,17 @@ check_busybox() {
 		wget -T 5 -q -O - http://127.0.0.1:7004/index.html'
 	expect "busybox: wget -T fails cleanly on a closed port" "exit=1" run "$d" /bin/sh -c '
 		wget -T 2 -q -O - http://127.0.0.1:7005/ >/dev/null 2>&1; echo "exit=$?"'
+	# Static glibc: names still resolve, from /etc/hosts and by DNS (busybox's
+	# dnsd serving one name).
+	echo "127.0.0.1 via-hosts" >"$d/etc/hosts"
+	echo "via-dns.example 127.0.0.1" >"$d/etc/dnsd.conf"
+	echo "nameserver 127.0.0.1" >"$d/etc/resolv.conf"
+	expect "busybox: wget resolves names from /etc/hosts and DNS" "hosts:named dns:named" run "$d" /bin/sh -c '
+		mkdir -p /tmp/www && echo named >/tmp/www/index.html
+		httpd -p 127.0.0.1:7006 -h /tmp/www
+		dnsd -c /etc/dnsd.conf -i 127.0.0.1 -p 53 >/dev/null 2>&1 & sleep 0.5
+		echo "hosts:$(wget -T 3 -q -O - http://via-hosts:7006/) dns:$(wget -T 3 -q -O - http://via-dns.example:7006/)"'
+	rm -f "$d/etc/hosts" "$d/etc/dnsd.conf" "$d/etc/resolv.conf"
 	expect "busybox: id knows nobody" "uid=65534(nobody)" run "$d" /bin/id nobody
 }
 
