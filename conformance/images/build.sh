@@ -12,8 +12,9 @@
 # Everything is cached under $CONFORMANCE_CACHE/<kubernetes version>/images
 # (default ~/.cache/sqlkube-conformance): a step runs again only when its
 # recipe (the shell function that makes it), its files or what it is made
-# from changed. Needs root (debootstrap, chroot), debootstrap, gcc and make,
-# Go, and Debian's mirror and the Go module proxy.
+# from changed. Needs root (debootstrap, chroot), Go, Debian's mirror and
+# the Go module proxy; installs debootstrap, gcc, make, patch, bzip2 and
+# xz-utils with apt-get when they are missing.
 #
 #   DEBIAN_MIRROR   default http://deb.debian.org/debian
 set -euo pipefail
@@ -61,6 +62,19 @@ if [ "$(id -u)" != 0 ]; then
 fi
 outdir=$1
 shift
+
+# What the build runs, installed from Debian's mirror when missing (the
+# machine is Debian's; apt-get needs root, as the build does).
+missing=()
+for tool in debootstrap:debootstrap gcc:gcc make:make patch:patch bzip2:bzip2 xz:xz-utils unshare:util-linux; do
+	command -v "${tool%%:*}" >/dev/null || missing+=("${tool#*:}")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+	echo "[images] installing ${missing[*]}" >&2
+	apt-get update -q >&2
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}" >&2
+fi
+
 mkdir -p "$outdir"
 outdir=$(cd "$outdir" && pwd)
 
