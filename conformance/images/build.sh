@@ -7,7 +7,7 @@
 # each image is built from and how it differs from upstream's.
 #
 #   build.sh OUTDIR [IMAGE...]   build all images (or the ones named)
-#   build.sh --list              print the images: file name and reference
+#   build.sh --list              print the images: file name, reference, rootfs
 #
 # Everything is cached under $CONFORMANCE_CACHE/<kubernetes version>/images
 # (default ~/.cache/sqlkube-conformance): a step runs again only when its
@@ -47,8 +47,8 @@ images=(
 
 if [ "${1:-}" = --list ]; then
 	for row in "${images[@]}"; do
-		read -r name ref _ <<<"$row"
-		echo "$name.tar $ref"
+		read -r name ref rootfs <<<"$row"
+		echo "$name.tar $ref $rootfs"
 	done
 	exit 0
 fi
