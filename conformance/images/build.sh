@@ -2,7 +2,7 @@
 # build.sh builds, without a registry, every image Kubernetes' conformance
 # suite runs, as OCI image archives under the images' real names
 # (registry.k8s.io/e2e-test-images/agnhost:2.56, ...), and puts them in
-# OUTDIR. `sqlkube images import --container-runtime-endpoint ... OUTDIR/*.tar`
+# OUTDIR, which it prints (its progress goes to standard error). `sqlkube images import --container-runtime-endpoint ... OUTDIR/*.tar`
 # loads them into a node's containerd. README.md beside this file says what
 # each image is built from and how it differs from upstream's.
 #
@@ -100,3 +100,4 @@ for row in "${images[@]}"; do
 	ln -f "$cache/archives/$name.tar" "$outdir/$name.tar" 2>/dev/null || cp "$cache/archives/$name.tar" "$outdir/$name.tar"
 done
 log "done in $(($(date +%s) - start))s; archives in $outdir ($(du -sh "$outdir" | cut -f1))"
+echo "$outdir"
