@@ -182,7 +182,7 @@ check_image() {
 	fi
 	local want
 	want=$("$here/build.sh" --list | awk -v f="$name.tar" '$1 == f { print $2 }')
-	[ "$ref" = "$want" ] && pass "$name: named $ref" || fail "$name: named $ref, want $want"
+	if [ "$ref" = "$want" ]; then pass "$name: named $ref"; else fail "$name: named $ref, want $want"; fi
 	local prog=${entrypoint%%$'\n'*}
 	[ -n "$prog" ] || prog=${cmd%%$'\n'*}
 	if [ -z "$prog" ]; then
@@ -204,7 +204,7 @@ check_image() {
 	jessie-dnsutils)
 		expect "$name: dig" "DiG 9" run "$d" dig -v
 		expect "$name: the DNS tests' other tools" "tools-found" run "$d" /bin/sh -c 'command -v getent nslookup awk hostname seq && echo tools-found' ;;
-	nonroot) [ "$user" = 1234 ] && pass "$name: runs as 1234" || fail "$name: runs as '$user'" ;;
+	nonroot) if [ "$user" = 1234 ]; then pass "$name: runs as 1234"; else fail "$name: runs as '$user'"; fi ;;
 	nonewprivs)
 		expect "$name: nnp is setuid root" "4755 0" stat -c '%a %u' "$d/usr/local/bin/nnp"
 		expect "$name: nnp run by nobody has effective uid 0" "Effective uid: 0" run "$d" /bin/su -s /bin/sh nobody -c /usr/local/bin/nnp ;;
@@ -225,11 +225,11 @@ if [ ${#names[@]} -eq 0 ]; then
 	done
 fi
 # A static busybox for fetching pages inside images that have no client.
-for f in "$outdir/busybox.tar"; do
+if [ -f "$outdir/busybox.tar" ]; then
 	mkdir -p "$work/bb"
-	eval "$(unpack "$f" "$work/bb")" >/dev/null && cp "$work/bb/bin/busybox" "$work/busybox.static"
+	eval "$(unpack "$outdir/busybox.tar" "$work/bb")" >/dev/null && cp "$work/bb/bin/busybox" "$work/busybox.static"
 	rm -rf "$work/bb"
-done
+fi
 for name in "${names[@]}"; do
 	check_image "$name"
 done

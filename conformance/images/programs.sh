@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # programs.sh: the images' programs (bin/NAME steps), sourced by build.sh.
 # Go programs are built with CGO_ENABLED=0 from the module proxy, in
 # modules of our own under $cache/go (the project's go.mod stays as it

@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2034 # deps_* are read by steps.sh
 # rootfs.sh: the images' root filesystems (rootfs/NAME steps) and their
 # configurations (config_NAME, adding ociarchive flags to `flags`), sourced
 # by build.sh. Upstream's Alpine- and Debian-based images become Debian

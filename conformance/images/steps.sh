@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # steps.sh: the build's cached steps, sourced by build.sh.
 #
 # A step makes one thing under $cache: bin/NAME (a program), rootfs/NAME (a
