@@ -7,6 +7,7 @@ package images
 import (
 	"archive/tar"
 	"bytes"
+	"compress/gzip"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -55,6 +56,9 @@ type Image struct {
 	// StopSignal is the signal that stops the image's process
 	// ("SIGQUIT"); the runtime's default (SIGTERM) when empty.
 	StopSignal string
+	// Gzip stores the layer gzip-compressed (smaller archives and
+	// content stores; the runtime decompresses it once, to unpack).
+	Gzip bool
 }
 
 // epoch stamps every entry, so the same image always has the same digest.
@@ -68,6 +72,14 @@ func WriteArchive(w io.Writer, img Image) error {
 	layer, err := layerTar(img.Files)
 	if err != nil {
 		return err
+	}
+	diffID := digest(layer)
+	layerType := "application/vnd.oci.image.layer.v1.tar"
+	if img.Gzip {
+		if layer, err = gzipped(layer); err != nil {
+			return err
+		}
+		layerType += "+gzip"
 	}
 	layerDigest := digest(layer)
 	type platformConfig struct {
@@ -83,7 +95,7 @@ func WriteArchive(w io.Writer, img Image) error {
 		"os":           "linux",
 		"created":      epoch.Format(time.RFC3339),
 		"config":       platformConfig{img.User, img.Entrypoint, img.Cmd, img.Env, img.WorkingDir, img.StopSignal},
-		"rootfs":       map[string]any{"type": "layers", "diff_ids": []string{layerDigest}},
+		"rootfs":       map[string]any{"type": "layers", "diff_ids": []string{diffID}},
 	})
 	if err != nil {
 		return err
@@ -98,7 +110,7 @@ func WriteArchive(w io.Writer, img Image) error {
 		"schemaVersion": 2,
 		"mediaType":     "application/vnd.oci.image.manifest.v1+json",
 		"config":        descriptor{MediaType: "application/vnd.oci.image.config.v1+json", Digest: digest(config), Size: len(config)},
-		"layers":        []descriptor{{MediaType: "application/vnd.oci.image.layer.v1.tar", Digest: layerDigest, Size: len(layer)}},
+		"layers":        []descriptor{{MediaType: layerType, Digest: layerDigest, Size: len(layer)}},
 	})
 	if err != nil {
 		return err
@@ -225,6 +237,20 @@ func pathLess(a, b string) bool {
 		}
 	}
 	return len(as) < len(bs)
+}
+
+// gzipped compresses b with a header that names no file and no time, so
+// the same layer always compresses to the same bytes.
+func gzipped(b []byte) ([]byte, error) {
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	if _, err := zw.Write(b); err != nil {
+		return nil, err
+	}
+	if err := zw.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
 }
 
 func digest(b []byte) string {
