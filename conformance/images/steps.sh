@@ -94,7 +94,7 @@ make_image() {
 }
 
 # h_archive NAME OUT: writes the image NAME (its reference, rootfs and
-# config_NAME's flags for ociarchive) to OUT.
+# config_NAME's flags for ociarchive) to OUT, its layer gzip-compressed.
 h_archive() {
 	local id=${1//-/_} refvar="ref_${1//-/_}" depsvar="deps_archives_${1//-/_}"
 	local flags=()
@@ -104,5 +104,5 @@ h_archive() {
 	if [ -n "$rootfs" ]; then
 		flags+=(-root "$cache/rootfs/$rootfs")
 	fi
-	"$cache/bin/ociarchive" -name "${!refvar}" "${flags[@]}" -o "$2"
+	"$cache/bin/ociarchive" -gzip -name "${!refvar}" "${flags[@]}" -o "$2"
 }

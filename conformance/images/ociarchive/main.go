@@ -42,6 +42,7 @@ func main() {
 	flag.StringVar(&img.WorkingDir, "workdir", "", "the working directory")
 	flag.StringVar(&img.User, "user", "", "the user the image runs as")
 	flag.StringVar(&img.StopSignal, "stop-signal", "", "the signal that stops the image's process")
+	flag.BoolVar(&img.Gzip, "gzip", false, "store the layer gzip-compressed")
 	flag.StringVar(&out, "o", "", "the archive to write")
 	flag.Parse()
 	if err := run(img, root, out, entrypoint, cmd, env, pause); err != nil {
