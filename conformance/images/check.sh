@@ -70,8 +70,8 @@ print("env_path=" + shlex.quote(env.get("PATH", "")))
 EOF
 }
 
-# run DIR COMMAND...: runs COMMAND in the image unpacked at DIR, with /proc
-# and /dev, in new network, mount and PID namespaces (so nothing it starts
+# run DIR COMMAND...: runs COMMAND in the image unpacked at DIR, with /proc,
+# /dev and an empty /run, in new network, mount and PID namespaces (so nothing it starts
 # outlives it) whose loopback is up.
 run() {
 	local dir=$1
@@ -81,6 +81,8 @@ run() {
 		ip link set lo up
 		mount -t proc proc "$d/proc" 2>/dev/null || { mkdir -p "$d/proc" && mount -t proc proc "$d/proc"; }
 		mkdir -p "$d/dev" && mount --rbind /dev "$d/dev"
+		# As containerd does: an empty tmpfs on /run.
+		if [ -d "$d/run" ]; then mount -t tmpfs -o mode=755 tmpfs "$d/run"; fi
 		exec chroot "$d" "$@"' "$dir" "$@"
 }
 
