@@ -81,6 +81,12 @@ outdir=$(cd "$outdir" && pwd)
 kube_version=$(cd "$root" && $go list -m -f '{{.Version}}' k8s.io/kubernetes)
 cache=${CONFORMANCE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/sqlkube-conformance}/$kube_version/images
 mkdir -p "$cache"/{stamps,bin,rootfs,archives,src,go,logs}
+# One build at a time per cache: a second one waits.
+exec 9>"$cache/.lock"
+if ! flock -n 9; then
+	echo "[images] waiting for another build.sh using $cache" >&2
+	flock 9
+fi
 
 # shellcheck source=conformance/images/steps.sh
 . "$here/steps.sh"
