@@ -15,37 +15,9 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/sqlkube/sqlkube/internal/testlog"
 )
-
-// lines is a log destination that hands each event (zerolog writes one
-// per Write) to a channel, decoded.
-type lines chan map[string]any
-
-func (l lines) Write(p []byte) (int, error) {
-	var m map[string]any
-	if err := json.Unmarshal(p, &m); err != nil {
-		return 0, err
-	}
-	l <- m
-	return len(p), nil
-}
-
-// next waits for the next event whose message contains msg, failing the
-// test if it does not come.
-func (l lines) next(t *testing.T, msg string) map[string]any {
-	t.Helper()
-	timeout := time.After(30 * time.Second)
-	for {
-		select {
-		case m := <-l:
-			if s, _ := m["message"].(string); strings.Contains(s, msg) {
-				return m
-			}
-		case <-timeout:
-			t.Fatalf("no log line with %q", msg)
-		}
-	}
-}
 
 // gone reports whether pid has exited (a zombie nobody reaped counts).
 func gone(pid int) bool {
@@ -114,23 +86,23 @@ func TestSupervise_StartsTheChildAgain(t *testing.T) {
 echo "{\"level\":\"warn\",\"time\":\"2020-01-01T00:00:00Z\",\"message\":\"run $n\",\"args\":\"$*\"}" >&2
 if [ $n -eq 1 ]; then echo "F1126 failed to initialize CSINode"; exit 255; fi
 exec sleep 600`, runs)
-	log := make(lines, 100)
+	log := testlog.New(100)
 	stop := supervise(t, Options{Name: "stand-in", Argv: []string{"sh", "-c", script, "sh", "--flag"}, Log: zerolog.New(log), FirstDelay: time.Millisecond})
 
-	first := log.next(t, "stand-in started")
-	m := log.next(t, "run 1")
+	first := log.Next(t, "stand-in started")
+	m := log.Next(t, "run 1")
 	if m["level"] != "warn" || m["process"] != "stand-in" || m["time"] != nil || m["args"] != "--flag" {
 		t.Errorf("the child's line came out as %v: want its level and fields, process=stand-in and no time of its own", m)
 	}
-	if m := log.next(t, "CSINode"); m["level"] != "error" {
+	if m := log.Next(t, "CSINode"); m["level"] != "error" {
 		t.Errorf("a line that is not JSON came out as %v, want an error", m)
 	}
-	if m := log.next(t, "stand-in exited; starting it again"); m["error"] != "exit status 255" || m["level"] != "error" {
+	if m := log.Next(t, "stand-in exited; starting it again"); m["error"] != "exit status 255" || m["level"] != "error" {
 		t.Errorf("the exit was logged as %v", m)
 	}
 	waitGone(t, pidOf(t, first), 10*time.Second)
-	second := pidOf(t, log.next(t, "stand-in started"))
-	log.next(t, "run 2")
+	second := pidOf(t, log.Next(t, "stand-in started"))
+	log.Next(t, "run 2")
 
 	stop()
 	if !gone(second) {
@@ -140,11 +112,11 @@ exec sleep 600`, runs)
 
 // TestSupervise_KillsAChildThatIgnoresSIGTERM after StopTimeout.
 func TestSupervise_KillsAChildThatIgnoresSIGTERM(t *testing.T) {
-	log := make(lines, 100)
+	log := testlog.New(100)
 	// An ignored signal stays ignored across exec.
 	stop := supervise(t, Options{Name: "stubborn", Argv: []string{"sh", "-c", "trap '' TERM; echo ready; exec sleep 600"}, Log: zerolog.New(log), StopTimeout: 100 * time.Millisecond})
-	pid := pidOf(t, log.next(t, "stubborn started"))
-	log.next(t, "ready")
+	pid := pidOf(t, log.Next(t, "stubborn started"))
+	log.Next(t, "ready")
 	stop()
 	if !gone(pid) {
 		t.Errorf("the child (pid %d) is still there after Supervise returned", pid)
@@ -192,7 +164,7 @@ func TestHelperSupervisor(t *testing.T) {
 }
 
 func TestLineLog(t *testing.T) {
-	log := make(lines, 10)
+	log := testlog.New(10)
 	c := &lineLog{log: zerolog.New(log)}
 	// A line may come in pieces, and the last may lack its newline.
 	for _, p := range []string{`{"level":"debug","message":"a",`, `"node":"n1"}` + "\n" + "goroutine 1 [running]:\n", `{"level":"info","message":"b"}`} {
@@ -201,9 +173,9 @@ func TestLineLog(t *testing.T) {
 		}
 	}
 	c.flush()
-	close(log)
+	log.Close()
 	var got []string
-	for m := range log {
+	for _, m := range log.All() {
 		got = append(got, fmt.Sprintf("%v %v %v", m["level"], m["message"], m["node"]))
 	}
 	want := []string{"debug a n1", "error goroutine 1 [running]: <nil>", "info b <nil>"}

@@ -2,7 +2,6 @@ package kubelet
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -17,6 +16,8 @@ import (
 	"github.com/rs/zerolog"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/kubernetes/pkg/features"
+
+	"github.com/sqlkube/sqlkube/internal/testlog"
 )
 
 func TestServer_Configuration(t *testing.T) {
@@ -130,35 +131,6 @@ func TestWriteOptions_RoundTrip(t *testing.T) {
 	}
 }
 
-// lines is a log destination that hands each event (zerolog writes one
-// per Write) to a channel, decoded.
-type lines chan map[string]any
-
-func (l lines) Write(p []byte) (int, error) {
-	var m map[string]any
-	if err := json.Unmarshal(p, &m); err != nil {
-		return 0, err
-	}
-	l <- m
-	return len(p), nil
-}
-
-// next waits for the next event whose message contains msg.
-func (l lines) next(t *testing.T, msg string) map[string]any {
-	t.Helper()
-	timeout := time.After(30 * time.Second)
-	for {
-		select {
-		case m := <-l:
-			if s, _ := m["message"].(string); strings.Contains(s, msg) {
-				return m
-			}
-		case <-timeout:
-			t.Fatalf("no log line with %q", msg)
-		}
-	}
-}
-
 // freePort is a port nothing listens on now.
 func freePort(t *testing.T) int {
 	t.Helper()
@@ -184,7 +156,7 @@ func TestRun_StartsTheKubeletAgain(t *testing.T) {
 echo "{\"level\":\"info\",\"message\":\"run $n\",\"file\":\"$1\"}" >&2
 if [ $n -eq 1 ]; then echo "E1126 Failed to start ContainerManager"; exit 1; fi
 exec sleep 600`, runs)
-	log := make(lines, 100)
+	log := testlog.New(100)
 	o := Options{
 		Dir: dir, NodeName: "n1", Kubeconfig: "/n/kubelet.kubeconfig", RuntimeEndpoint: "unix:///c.sock",
 		Port: freePort(t), ExtraArgs: []string{"--max-pods=7"},
@@ -195,7 +167,8 @@ exec sleep 600`, runs)
 	done := make(chan error, 1)
 	go func() { done <- Run(ctx, o) }()
 
-	m := log.next(t, "run 1")
+	first := log.Next(t, "kubelet started")
+	m := log.Next(t, "run 1")
 	if m["process"] != "kubelet" || m["file"] != OptionsFile(dir) {
 		t.Errorf("the child's line came out as %v: want process=kubelet and the options file %s", m, OptionsFile(dir))
 	}
@@ -206,11 +179,14 @@ exec sleep 600`, runs)
 	if got.NodeName != "n1" || got.Port != o.Port || len(got.ExtraArgs) != 1 || got.ExtraArgs[0] != "--max-pods=7" {
 		t.Errorf("the child reads %+v", got)
 	}
-	if m := log.next(t, "kubelet exited; starting it again"); m["error"] != "exit status 1" {
+	if m := log.Next(t, "kubelet exited; starting it again"); m["error"] != "exit status 1" {
 		t.Errorf("the exit came out as %v", m)
 	}
-	started := log.next(t, "kubelet started")
-	log.next(t, "run 2")
+	started := log.Next(t, "kubelet started")
+	if started["pid"] == first["pid"] {
+		t.Errorf("the second start has the first one's pid %v", first["pid"])
+	}
+	log.Next(t, "run 2")
 
 	cancel()
 	select {

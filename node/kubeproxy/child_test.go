@@ -2,7 +2,6 @@ package kubeproxy
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -12,37 +11,9 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/sqlkube/sqlkube/internal/testlog"
 )
-
-// lines is a log destination that hands each event (zerolog writes one
-// per Write) to a channel, decoded.
-type lines chan map[string]any
-
-func (l lines) Write(p []byte) (int, error) {
-	var m map[string]any
-	if err := json.Unmarshal(p, &m); err != nil {
-		return 0, err
-	}
-	l <- m
-	return len(p), nil
-}
-
-// next waits for the next event whose message contains msg, failing the
-// test if it does not come.
-func (l lines) next(t *testing.T, msg string) map[string]any {
-	t.Helper()
-	timeout := time.After(30 * time.Second)
-	for {
-		select {
-		case m := <-l:
-			if s, _ := m["message"].(string); strings.Contains(s, msg) {
-				return m
-			}
-		case <-timeout:
-			t.Fatalf("no log line with %q", msg)
-		}
-	}
-}
 
 func TestRun_StartsTheChildAgain(t *testing.T) {
 	// A stand-in for `sqlkube kube-proxy`: its first run logs and dies as
@@ -53,26 +24,27 @@ func TestRun_StartsTheChildAgain(t *testing.T) {
 echo "{\"level\":\"warn\",\"time\":\"2020-01-01T00:00:00Z\",\"message\":\"run $n\",\"args\":\"$*\"}" >&2
 if [ $n -eq 1 ]; then echo "PodCIDRs changed for the node"; exit 1; fi
 exec sleep 600`, runs)
-	log := make(lines, 100)
+	log := testlog.New(100)
 	o := Options{Kubeconfig: "/n/kubelet.kubeconfig", NodeName: "n1", Command: []string{"sh", "-c", script, "sh"}, Log: zerolog.New(log)}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- Run(ctx, o) }()
 
-	m := log.next(t, "run 1")
+	log.Next(t, "kube-proxy started") // the first
+	m := log.Next(t, "run 1")
 	if m["level"] != "warn" || m["process"] != "kube-proxy" || m["time"] != nil {
 		t.Errorf("the child's line came out as %v: want its level, process=kube-proxy and no time of its own", m)
 	}
 	if args, _ := m["args"].(string); !strings.Contains(args, "--hostname-override=n1") {
 		t.Errorf("the child got %q, want kube-proxy's flags", args)
 	}
-	if m := log.next(t, "PodCIDRs changed"); m["level"] != "error" {
+	if m := log.Next(t, "PodCIDRs changed"); m["level"] != "error" {
 		t.Errorf("a line that is not JSON came out as %v, want an error", m)
 	}
-	log.next(t, "starting it again")
-	started := log.next(t, "kube-proxy started")
-	log.next(t, "run 2")
+	log.Next(t, "starting it again")
+	started := log.Next(t, "kube-proxy started")
+	log.Next(t, "run 2")
 
 	cancel()
 	select {
