@@ -262,6 +262,9 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	if err := waitPortFree(ctx, s.Address, s.Port, portWait); err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped before it started
+		}
 		return err
 	}
 	if o.Dir, err = filepath.Abs(o.Dir); err != nil {
