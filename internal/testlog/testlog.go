@@ -3,8 +3,11 @@
 package testlog
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -76,4 +79,25 @@ func (e *Events) All() []map[string]any {
 func matches(m map[string]any, msg string) bool {
 	s, _ := m["message"].(string)
 	return strings.Contains(s, msg)
+}
+
+// Stopped ends a supervisor's test: it cancels the supervisor's context,
+// checks that its Run (whose result done carries) returns nil within 30 s,
+// and that the child whose start the event started logged (its "pid") is
+// gone.
+func Stopped(t testing.TB, cancel context.CancelFunc, done <-chan error, started map[string]any) {
+	t.Helper()
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return after its context ended")
+	}
+	pid, _ := started["pid"].(float64)
+	if err := syscall.Kill(int(pid), 0); !errors.Is(err, syscall.ESRCH) {
+		t.Errorf("the child (pid %v) is still there: %v", pid, err)
+	}
 }

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -188,19 +187,7 @@ exec sleep 600`, runs)
 	}
 	log.Next(t, "run 2")
 
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("Run: %v", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("Run did not return after its context ended")
-	}
-	pid, _ := started["pid"].(float64)
-	if err := syscall.Kill(int(pid), 0); !errors.Is(err, syscall.ESRCH) {
-		t.Errorf("the child (pid %v) is still there: %v", pid, err)
-	}
+	testlog.Stopped(t, cancel, done, started)
 }
 
 func TestRun_RefusesBadOptions(t *testing.T) {

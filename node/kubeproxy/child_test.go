@@ -2,13 +2,10 @@ package kubeproxy
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/rs/zerolog"
 
@@ -46,19 +43,7 @@ exec sleep 600`, runs)
 	started := log.Next(t, "kube-proxy started")
 	log.Next(t, "run 2")
 
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("Run: %v", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("Run did not return after its context ended")
-	}
-	pid, _ := started["pid"].(float64)
-	if err := syscall.Kill(int(pid), 0); !errors.Is(err, syscall.ESRCH) {
-		t.Errorf("the child (pid %v) is still there: %v", pid, err)
-	}
+	testlog.Stopped(t, cancel, done, started)
 }
 
 func TestRun_RefusesBadOptions(t *testing.T) {
