@@ -95,16 +95,35 @@ func boolFlag(args []string, name string) bool {
 	return set
 }
 
-// alive reports whether pid is a process that has not ended (a zombie
-// has ended).
+// alive reports whether pid is a process that has not ended. A process
+// has ended once every thread of it has: a killed multi-threaded process
+// (a Go shim) shows its first thread as a zombie while the others are
+// still exiting, and those still hold its open files (a shim's listening
+// socket answers until the last one is gone).
 func alive(pid int) bool {
-	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	dir := filepath.Join("/proc", strconv.Itoa(pid))
+	tasks, err := os.ReadDir(filepath.Join(dir, "task"))
+	if err != nil {
+		return running(filepath.Join(dir, "stat"))
+	}
+	for _, t := range tasks {
+		if running(filepath.Join(dir, "task", t.Name(), "stat")) {
+			return true
+		}
+	}
+	return false
+}
+
+// running reports whether the process or thread whose stat file is path
+// is there and not a zombie.
+func running(path string) bool {
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return false
 	}
 	// The state follows the command name, which is in parentheses.
 	i := bytes.LastIndexByte(b, ')')
-	return i >= 0 && i+2 < len(b) && b[i+2] != 'Z'
+	return i >= 0 && i+2 < len(b) && b[i+2] != 'Z' && b[i+2] != 'X'
 }
 
 // errStillAlive is what kill returns for processes that outlived SIGKILL.
