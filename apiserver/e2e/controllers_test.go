@@ -221,7 +221,11 @@ spec:
 			if t.Failed() {
 				out, _ := s.kubectl(t, bin, "-n", ns, "get", "statefulset,pods,pvc,events", "-o", "wide")
 				pv, _ := s.kubectl(t, bin, "get", "pv", "-o", "wide")
-				t.Logf("namespace %s at the failure:\n%s\n%s", ns, out, pv)
+				// What the scheduler and the elections said (a scheduler
+				// that never retried web-0 once its claim was bound failed
+				// this once in CI).
+				log := s.logLines(60, "web-0", "data-web-0", "leader", "lease", "Lease", "scheduler")
+				t.Logf("namespace %s at the failure:\n%s\n%s\nserver log:\n%s", ns, out, pv, log)
 			}
 		})
 		until(t, 3*commandTimeout, "StatefulSet web with 3 ready replicas", func() (bool, error) {

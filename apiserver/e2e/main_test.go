@@ -77,7 +77,26 @@ type server struct {
 	dataDir, kubeconfig, url string
 	cmd                      *exec.Cmd
 	stderr                   *bytes.Buffer
+	stderrW                  *lockedWriter
 	done                     chan error
+}
+
+// logLines are the lines of the server's log so far that contain any of
+// subs, at most max of them (the last ones), for a failure's message.
+func (s *server) logLines(max int, subs ...string) string {
+	s.stderrW.mu.Lock()
+	log := s.stderr.String()
+	s.stderrW.mu.Unlock()
+	var out []string
+	for _, line := range strings.Split(log, "\n") {
+		if slices.ContainsFunc(subs, func(sub string) bool { return strings.Contains(line, sub) }) {
+			out = append(out, line)
+		}
+	}
+	if len(out) > max {
+		out = out[len(out)-max:]
+	}
+	return strings.Join(out, "\n")
 }
 
 // startServer starts `sqlkube server` on a free port in a temp data dir
@@ -147,7 +166,8 @@ func launch(t testing.TB, cmd *exec.Cmd, dataDir string) *server {
 		t.Fatal(err)
 	}
 	s := &server{dataDir: dataDir, kubeconfig: filepath.Join(dataDir, "kubeconfig"), cmd: cmd, stderr: &bytes.Buffer{}, done: make(chan error, 1)}
-	cmd.Stderr = &lockedWriter{w: s.stderr}
+	s.stderrW = &lockedWriter{w: s.stderr}
+	cmd.Stderr = s.stderrW
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
