@@ -51,6 +51,7 @@ cleanup() {
     echo "KEEP=1: the cluster stays up; KUBECONFIG=$run/server/kubeconfig; remove it with: kill ${pids[*]}; ip netns del $nsA; ip netns del $nsB; ip netns del $lan" >&2
     exit $rc
   fi
+  cp "$run"/*.log "$cache/" 2>/dev/null && echo "conformance: logs in $cache" >&2
   for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
   for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
   for dir in "$run/server" "$run/node"; do
@@ -106,6 +107,11 @@ read -r -a join <<<"$(nsenter --net="/run/netns/$nsA" -- "$sqlkube" token create
 nsenter --net="/run/netns/$nsB" -- "$sqlkube" node "${join[@]:2}" --data-dir "$run/node" --node-name conformance-b --node-ip "$ipB" \
   --log-format json >"$run/node.log" 2>&1 &
 pids+=($!)
+# kubectl wait fails at once on a Node that is not registered yet.
+for _ in $(seq 1 300); do
+  "$bin/kubectl" get node conformance-a conformance-b >/dev/null 2>&1 && break
+  sleep 1
+done
 "$bin/kubectl" wait --for=condition=Ready node/conformance-a node/conformance-b --timeout=300s >&2
 
 # The images, into both nodes' containerd.
@@ -125,6 +131,5 @@ rc=0
   "$bin/e2e.test" -- "${common[@]}" "$reports/serial" >"$run/serial.log" 2>&1 || rc=1
 
 ./conformance/report.sh "$version" "$started" "$reports" "$run" >docs/conformance.md
-cp "$run"/*.log "$cache/" 2>/dev/null || true
-echo "conformance: report in docs/conformance.md; logs in $cache" >&2
+echo "conformance: report in docs/conformance.md" >&2
 exit $rc
