@@ -126,7 +126,17 @@ type Config struct {
 	// published.
 	RequestHeaderCAFile, ClientCAFile string
 	RequestHeaderAllowedNames         []string
+	// CompactionInterval is how often Kubernetes' compactor compacts the
+	// history to the revision it saw one interval earlier, as
+	// kube-apiserver's --etcd-compaction-interval: a list's continue token
+	// and a watch's resourceVersion stay usable for one to two intervals
+	// (0: DefaultCompactionInterval; negative: off, history goes only by
+	// the datastore's own retention).
+	CompactionInterval time.Duration
 }
+
+// DefaultCompactionInterval is kube-apiserver's --etcd-compaction-interval.
+const DefaultCompactionInterval = 5 * time.Minute
 
 // Server serves the Kubernetes API.
 type Server struct {
@@ -197,7 +207,14 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("apiserver: %w", err)
 	}
 	s.cfg = cfg
-	s.compactor = sqlstorage.NewCompactor(cfg.Client, 0)
+	compaction := cfg.CompactionInterval
+	switch {
+	case compaction == 0:
+		compaction = DefaultCompactionInterval
+	case compaction < 0:
+		compaction = 0 // the compactor's "off"
+	}
+	s.compactor = sqlstorage.NewCompactor(cfg.Client, compaction)
 	s.stops = append(s.stops, s.compactor.Stop)
 	for _, r := range s.api.Registry.Resources() {
 		if r.Virtual() {

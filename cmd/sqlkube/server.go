@@ -66,6 +66,7 @@ type apiFlags struct {
 	encryption        string
 	maxInflight       int
 	maxMutating       int
+	compaction        time.Duration
 	auditLog          string
 	auditPolicy       string
 	// admission
@@ -93,6 +94,7 @@ func addAPIFlags(fl *pflag.FlagSet, f *apiFlags) {
 	fl.StringVar(&f.encryption, "encryption-provider-config", "", "EncryptionConfiguration file (apiserver.config.k8s.io/v1): how resources such as secrets are encrypted at rest")
 	fl.IntVar(&f.maxInflight, "max-requests-inflight", filters.DefaultMaxRequestsInflight, "read-only requests served at once (429 beyond; watches, exec/proxy and system:masters are not counted; 0: no limit)")
 	fl.IntVar(&f.maxMutating, "max-mutating-requests-inflight", filters.DefaultMaxMutatingRequestsInflight, "mutating requests served at once (429 beyond; 0: no limit)")
+	fl.DurationVar(&f.compaction, "etcd-compaction-interval", apiserver.DefaultCompactionInterval, "how often the history is compacted to the revision seen one interval earlier, as kube-apiserver's (continue tokens and watch resourceVersions older than one to two intervals expire); 0: off, only the datastore's --compaction-retention applies")
 	fl.StringVar(&f.auditLog, "audit-log-path", "", "write the audit log (audit.k8s.io/v1 Events, JSON lines) to this file; - for stdout (empty: off)")
 	fl.StringVar(&f.auditPolicy, "audit-policy-file", "", "audit.k8s.io/v1 Policy of what is logged at which level (default: every request at Metadata)")
 	fl.StringVar(&f.advertise, "advertise-address", "", "IPv4 address the kubernetes service's endpoints name for this server, which pods reach it at (default: --bind-address if it is one such address, else the host's address; never a loopback one)")
@@ -358,7 +360,7 @@ func serveAPI(ctx context.Context, f *apiFlags, client *kubernetes.Client, stora
 		Client: client, Logger: log, Authenticate: true,
 		ServiceClusterIPRange: f.serviceIPs, ServiceNodePortRange: f.nodePorts,
 		MaxRequestsInflight: f.maxInflight, MaxMutatingRequestsInflight: f.maxMutating,
-		TokenAuthFile: f.tokenAuthFile, ServiceAccountKey: saKey, ServiceAccountIssuer: f.saIssuer,
+		CompactionInterval: compactionInterval(f.compaction), TokenAuthFile: f.tokenAuthFile, ServiceAccountKey: saKey, ServiceAccountIssuer: f.saIssuer,
 		AuthorizationMode: f.authorizationMode, DisableAdmissionPlugins: f.disableAdmission,
 		KubeletCAFile: files.CACert,
 		// The aggregation proxy's client certificate and the CAs
@@ -554,4 +556,13 @@ func writeKubeconfig(path, url string, files pki.Files) error {
 		return err
 	}
 	return os.Chmod(path, 0o600)
+}
+
+// compactionInterval is --etcd-compaction-interval as apiserver.Config
+// takes it: 0 there is the default, and off is negative.
+func compactionInterval(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }
