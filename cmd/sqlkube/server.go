@@ -26,6 +26,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	certutil "k8s.io/client-go/util/cert"
 	"k8s.io/client-go/util/keyutil"
+	"k8s.io/kubernetes/pkg/capabilities"
 
 	"github.com/sqlkube/sqlkube/apiserver"
 	"github.com/sqlkube/sqlkube/apiserver/admission"
@@ -67,6 +68,7 @@ type apiFlags struct {
 	maxInflight       int
 	maxMutating       int
 	compaction        time.Duration
+	allowPrivileged   bool
 	auditLog          string
 	auditPolicy       string
 	// admission
@@ -94,6 +96,7 @@ func addAPIFlags(fl *pflag.FlagSet, f *apiFlags) {
 	fl.StringVar(&f.encryption, "encryption-provider-config", "", "EncryptionConfiguration file (apiserver.config.k8s.io/v1): how resources such as secrets are encrypted at rest")
 	fl.IntVar(&f.maxInflight, "max-requests-inflight", filters.DefaultMaxRequestsInflight, "read-only requests served at once (429 beyond; watches, exec/proxy and system:masters are not counted; 0: no limit)")
 	fl.IntVar(&f.maxMutating, "max-mutating-requests-inflight", filters.DefaultMaxMutatingRequestsInflight, "mutating requests served at once (429 beyond; 0: no limit)")
+	fl.BoolVar(&f.allowPrivileged, "allow-privileged", true, "admit pods with privileged containers (PodSecurity admission still restricts them per namespace); true as kubeadm and k3s set kube-apiserver's flag, false refuses every privileged container")
 	fl.DurationVar(&f.compaction, "etcd-compaction-interval", apiserver.DefaultCompactionInterval, "how often the history is compacted to the revision seen one interval earlier, as kube-apiserver's (continue tokens and watch resourceVersions older than one to two intervals expire); 0: off, only the datastore's --compaction-retention applies")
 	fl.StringVar(&f.auditLog, "audit-log-path", "", "write the audit log (audit.k8s.io/v1 Events, JSON lines) to this file; - for stdout (empty: off)")
 	fl.StringVar(&f.auditPolicy, "audit-policy-file", "", "audit.k8s.io/v1 Policy of what is logged at which level (default: every request at Metadata)")
@@ -356,6 +359,9 @@ func serveAPI(ctx context.Context, f *apiFlags, client *kubernetes.Client, stora
 	if f.authorizationMode == authz.ModeAlwaysAllow {
 		log.Warn().Msg("AUTHORIZATION IS OFF (--authorization-mode=AlwaysAllow): every authenticated user may do anything; for development only")
 	}
+	// Whether pods may run privileged containers is process-wide state
+	// in Kubernetes' validation, set once, as kube-apiserver does.
+	capabilities.Setup(f.allowPrivileged, 0)
 	conf := apiserver.Config{
 		Client: client, Logger: log, Authenticate: true,
 		ServiceClusterIPRange: f.serviceIPs, ServiceNodePortRange: f.nodePorts,
