@@ -26,6 +26,7 @@ import (
 	"k8s.io/client-go/informers"
 	clientset "k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/kubernetes/pkg/serviceaccount"
 
 	"github.com/sqlkube/sqlkube/apiserver/admission"
 	"github.com/sqlkube/sqlkube/apiserver/aggregator"
@@ -149,6 +150,9 @@ type Server struct {
 	stopOnce  sync.Once
 	compactor sqlstorage.StoppableCompactor
 	openapi   *openapi.Builder
+	// openID is the service-account issuer's discovery document
+	// (openid.go), nil until ServeOpenIDMetadata.
+	openID atomic.Pointer[serviceaccount.OpenIDMetadataProvider]
 	// crdDocs are the OpenAPI documents with the CRDs' merged in
 	// (crd_openapi.go).
 	crdDocs crdOpenAPI
@@ -509,6 +513,8 @@ func (s *Server) routes() *echo.Echo {
 	// source, etcd request latency); authenticated like the API.
 	e.GET("/metrics", echo.WrapHandler(sqlstorage.MetricsHandler()))
 	e.GET("/version", s.discovery.ServeVersion)
+	e.GET(serviceaccount.OpenIDConfigPath, s.openIDConfig)
+	e.GET(serviceaccount.JWKSPath, s.openIDKeys)
 	e.GET("/openapi/v2", s.openAPIV2)
 	e.GET("/openapi/v3", s.openAPIV3Index)
 	e.GET("/openapi/v3/*", s.openAPIV3Doc)

@@ -26,6 +26,9 @@ const legacyIssuer = "kubernetes/serviceaccount"
 type ServiceAccounts struct {
 	Issuer    string
 	Generator serviceaccount.TokenGenerator
+	// Keys are the public keys that check the tokens (and that the
+	// issuer's OpenID discovery document publishes).
+	Keys serviceaccount.PublicKeysGetter
 	// Tokens authenticates bound tokens (TokenRequest) and legacy
 	// secret-based ones, which stop working once their secret is gone.
 	Tokens authenticator.Token
@@ -63,7 +66,7 @@ func NewServiceAccounts(key crypto.Signer, issuer string, cacheTTL time.Duration
 	case cacheTTL > 0:
 		tokens = tokencache.New(tokens, false, cacheTTL, 0)
 	}
-	return &ServiceAccounts{Issuer: issuer, Generator: gen, Tokens: tokens}, nil
+	return &ServiceAccounts{Issuer: issuer, Generator: gen, Keys: keys, Tokens: tokens}, nil
 }
 
 // tokenUnion tries each token authenticator in turn, ignoring the errors

@@ -435,6 +435,12 @@ func serveAPI(ctx context.Context, f *apiFlags, client *kubernetes.Client, stora
 		log.Warn().Str("advertise", advertise.String()).Str("bind", f.bindAddress).
 			Msg("the API does not listen on its advertised address: pods cannot reach it through the kubernetes Service; give --bind-address 0.0.0.0 or the advertised address")
 	}
+	// The issuer's discovery document names its key set at the address
+	// this server is reached at, as kube-apiserver's names its external
+	// host.
+	if err := api.ServeOpenIDMetadata(net.JoinHostPort(advertise.String(), strconv.Itoa(port))); err != nil {
+		log.Warn().Err(err).Msg("service-account issuer discovery is not served")
+	}
 	background.Go(func() {
 		api.RunKubernetesService(bgCtx, bootstrap.KubernetesServiceOptions{Address: endpoint, Port: port})
 	})
