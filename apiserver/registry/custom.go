@@ -16,11 +16,13 @@ import (
 	schemaobjectmeta "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/objectmeta"
 	structuralpruning "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/pruning"
 	apiservervalidation "k8s.io/apiextensions-apiserver/pkg/apiserver/validation"
+	"k8s.io/apiextensions-apiserver/pkg/registry/customresource"
 	"k8s.io/apiextensions-apiserver/pkg/registry/customresource/tableconvertor"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -69,6 +71,28 @@ func NewCustomResources(crd *apiextensionsv1.CustomResourceDefinition, staticDef
 			storageVersion = v.Name
 		}
 	}
+	// Every version's schema, served or not: stored objects may be in
+	// any of them.
+	schemas := map[string]*apiextensions.JSONSchemaProps{}
+	structurals := map[string]*structuralschema.Structural{}
+	for _, v := range crd.Spec.Versions {
+		if v.Schema == nil || v.Schema.OpenAPIV3Schema == nil {
+			continue
+		}
+		internal := &apiextensions.CustomResourceValidation{}
+		if err := apiextensionsv1.Convert_v1_CustomResourceValidation_To_apiextensions_CustomResourceValidation(v.Schema, internal, nil); err != nil {
+			return nil, fmt.Errorf("%s %s: schema: %w", crd.Name, v.Name, err)
+		}
+		s, err := structuralschema.NewStructural(internal.OpenAPIV3Schema)
+		if err != nil {
+			return nil, fmt.Errorf("%s %s: structural schema: %w", crd.Name, v.Name, err)
+		}
+		s = s.DeepCopy()
+		if err := structuraldefaulting.PruneDefaults(s); err != nil {
+			return nil, fmt.Errorf("%s %s: defaults: %w", crd.Name, v.Name, err)
+		}
+		schemas[v.Name], structurals[v.Name] = internal.OpenAPIV3Schema, s
+	}
 	names := crd.Status.AcceptedNames
 	var out []*Resource
 	for _, v := range crd.Spec.Versions {
@@ -80,25 +104,15 @@ func NewCustomResources(crd *apiextensionsv1.CustomResourceDefinition, staticDef
 			CRD: crd, version: v.Name, converter: converter,
 			StorageCodec: unstructuredStorageCodec{
 				served: gv, stored: schema.GroupVersion{Group: crd.Spec.Group, Version: storageVersion}, converter: converter,
+				kind: names.Kind, structurals: structurals, preserveUnknownFields: crd.Spec.PreserveUnknownFields,
 			},
 		}
-		if v.Schema != nil && v.Schema.OpenAPIV3Schema != nil {
-			internal := &apiextensions.CustomResourceValidation{}
-			if err := apiextensionsv1.Convert_v1_CustomResourceValidation_To_apiextensions_CustomResourceValidation(v.Schema, internal, nil); err != nil {
-				return nil, fmt.Errorf("%s %s: schema: %w", crd.Name, v.Name, err)
-			}
-			s, err := structuralschema.NewStructural(internal.OpenAPIV3Schema)
-			if err != nil {
-				return nil, fmt.Errorf("%s %s: structural schema: %w", crd.Name, v.Name, err)
-			}
-			s = s.DeepCopy()
-			if err := structuraldefaulting.PruneDefaults(s); err != nil {
-				return nil, fmt.Errorf("%s %s: defaults: %w", crd.Name, v.Name, err)
-			}
+		if s := structurals[v.Name]; s != nil {
 			cr.structural = s
 			// Compiled once per schema; nil when it has no CEL rules.
 			cr.cel = apiextensionscel.NewValidator(s, true, celconfig.PerCallLimit)
-			if cr.validator, _, err = apiservervalidation.NewSchemaValidator(internal.OpenAPIV3Schema); err != nil {
+			var err error
+			if cr.validator, _, err = apiservervalidation.NewSchemaValidator(schemas[v.Name]); err != nil {
 				return nil, fmt.Errorf("%s %s: validator: %w", crd.Name, v.Name, err)
 			}
 		}
@@ -136,6 +150,9 @@ func NewCustomResources(crd *apiextensionsv1.CustomResourceDefinition, staticDef
 			r.Scale = sub.Scale != nil
 			cr.Scale = sub.Scale
 		}
+		if len(v.SelectableFields) > 0 {
+			r.Fields = selectableFields(r, v.SelectableFields)
+		}
 		r.Admit = func(ctx context.Context, obj, old runtime.Object) error { return cr.admit(ctx, r, obj, old) }
 		cr.Fields = newCustomFieldManagers(r, staticDefs)
 		out = append(out, r)
@@ -146,6 +163,24 @@ func NewCustomResources(crd *apiextensionsv1.CustomResourceDefinition, staticDef
 		return version.CompareKubeAwareVersionStrings(b.GVK.Version, a.GVK.Version)
 	})
 	return out, nil
+}
+
+// selectableFields returns the Fields of r, a version of a CRD with
+// selectableFields: each one's JSONPath without its leading dot ("host"
+// for .host) with the value found there, "" when there is none, as
+// apiextensions-apiserver's strategy computes them (its GetAttrs). CRD
+// validation admits only paths to scalars, so GetAttrs fails only on
+// something that is not a custom resource, which then has no fields.
+func selectableFields(r *Resource, fs []apiextensionsv1.SelectableField) func(runtime.Object) fields.Set {
+	// Only GetAttrs is used: no typer, validators, schema or subresources.
+	strategy := customresource.NewStrategy(nil, r.Namespaced, r.GVK, nil, nil, nil, nil, nil, fs)
+	return func(obj runtime.Object) fields.Set {
+		_, f, err := strategy.GetAttrs(obj)
+		if err != nil {
+			return nil
+		}
+		return f
+	}
 }
 
 // admit prepares a custom resource for storage as kube-apiserver does:
@@ -225,10 +260,19 @@ func (cr *CustomResource) Prune(obj runtime.Object) []error {
 // unstructuredStorageCodec stores custom resources as JSON in the CRD's
 // storage version and reads them in the served one: with a converter
 // (strategy Webhook) objects in another version are converted, else
-// (strategy None) only apiVersion changes.
+// (strategy None) only apiVersion changes. As kube-apiserver's storage
+// codec, it reads an object with the schema of the version it is stored
+// in, before converting it: unknown fields pruned (unless the CRD
+// preserves them) and the schema's defaults applied, so objects stored
+// before their schema gained a default come back defaulted.
 type unstructuredStorageCodec struct {
 	served, stored schema.GroupVersion
 	converter      runtime.ObjectConvertor
+	// kind is the CRD's kind; structurals are its versions' schemas
+	// (defaults pruned of unknown fields), by version.
+	kind                  string
+	structurals           map[string]*structuralschema.Structural
+	preserveUnknownFields bool
 }
 
 func (c unstructuredStorageCodec) Encode(obj runtime.Object, w io.Writer) error {
@@ -256,7 +300,11 @@ func (c unstructuredStorageCodec) Decode(data []byte, defaults *schema.GroupVers
 		return nil, gvk, err
 	}
 	u, ok := obj.(*unstructured.Unstructured)
-	if !ok || !strings.HasPrefix(u.GetAPIVersion(), c.served.Group+"/") || u.GetAPIVersion() == c.served.String() {
+	if !ok || !strings.HasPrefix(u.GetAPIVersion(), c.served.Group+"/") {
+		return obj, gvk, nil
+	}
+	c.coerce(u)
+	if u.GetAPIVersion() == c.served.String() {
 		return obj, gvk, nil
 	}
 	if c.converter == nil {
@@ -274,6 +322,22 @@ func (c unstructuredStorageCodec) Decode(data []byte, defaults *schema.GroupVers
 	}
 	g := u.GroupVersionKind()
 	return u, &g, nil
+}
+
+// coerce prunes and defaults u, one of the CRD's objects read from
+// storage, with the schema of its version (apiextensions-apiserver's
+// schemaCoercingDecoder and unstructuredDefaulter do the same).
+func (c unstructuredStorageCodec) coerce(u *unstructured.Unstructured) {
+	gvk := u.GroupVersionKind()
+	s := c.structurals[gvk.Version]
+	if gvk.Kind != c.kind || s == nil {
+		return
+	}
+	if !c.preserveUnknownFields {
+		structuralpruning.Prune(u.Object, s, true)
+		structuraldefaulting.PruneNonNullableNullsWithoutDefaults(u.Object, s)
+	}
+	structuraldefaulting.Default(u.Object, s)
 }
 
 func (c unstructuredStorageCodec) Identifier() runtime.Identifier {
