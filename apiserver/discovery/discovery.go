@@ -90,6 +90,13 @@ func (d *Discovery) ServeGroups(c echo.Context) error {
 	if v := aggregatedDiscoveryVersion(c.Request().Header.Get(echo.HeaderAccept)); v != "" {
 		return d.serveAggregatedDiscovery(c, v, false)
 	}
+	return d.serveGroupList(c)
+}
+
+// serveGroupList serves the named groups' APIGroupList, what /apis/ (with
+// its trailing slash) serves whatever the Accept header: kube-apiserver's
+// aggregator serves aggregated discovery at /apis only.
+func (d *Discovery) serveGroupList(c echo.Context) error {
 	list := &metav1.APIGroupList{}
 	for _, g := range d.AllGroups() {
 		list.Groups = append(list.Groups, g)
@@ -167,10 +174,16 @@ func (d *Discovery) resourceList(gv schema.GroupVersion) (*metav1.APIResourceLis
 }
 
 // ServeGroupVersion serves /api/VERSION, /apis/GROUP and
-// /apis/GROUP/VERSION.
+// /apis/GROUP/VERSION, each with or without a trailing slash, and /api/
+// and /apis/, as kube-apiserver does: /api/ is /api (both are its legacy
+// root route), /apis/ the APIGroupList only (serveGroupList).
 func (d *Discovery) ServeGroupVersion(c echo.Context) error {
 	parts := strings.Split(strings.Trim(c.Request().URL.Path, "/"), "/")
 	switch {
+	case len(parts) == 1 && parts[0] == "api":
+		return d.ServeVersions(c)
+	case len(parts) == 1 && parts[0] == "apis":
+		return d.serveGroupList(c)
 	case len(parts) == 2 && parts[0] == "api":
 		if list, ok := d.resourceList(schema.GroupVersion{Version: parts[1]}); ok {
 			return responses.Object(c, http.StatusOK, list, scheme.MetaGV)
