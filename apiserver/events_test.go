@@ -2,11 +2,14 @@ package apiserver_test
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 )
@@ -60,5 +63,85 @@ func TestEvents_SharedBetweenGroups(t *testing.T) {
 		Reason: "X", Type: corev1.EventTypeNormal, Action: "A", ReportingController: "c", ReportingInstance: "i",
 	}, metav1.CreateOptions{}); err == nil {
 		t.Error("an events.k8s.io event without eventTime was accepted")
+	}
+}
+
+// Field selectors on Events are kube-apiserver's (its event strategy's
+// ToSelectableFields): source is the source component or, without one,
+// the reporting controller, so an events.k8s.io event is found by source
+// in core/v1 (the conformance Events API test); events.k8s.io/v1 names
+// the same fields its own way (regarding.*, reportingController) and has
+// no source.
+func TestEvents_FieldSelectors(t *testing.T) {
+	ctx := context.Background()
+	cs := kubernetes.NewForConfigOrDie(newServer(t))
+	if _, err := cs.EventsV1().Events("default").Create(ctx, &eventsv1.Event{
+		ObjectMeta: metav1.ObjectMeta{Name: "new"}, EventTime: metav1.NewMicroTime(time.Now()),
+		Regarding: corev1.ObjectReference{Namespace: "default", Kind: "Pod", Name: "web", FieldPath: "spec.containers{c}"},
+		Note:      "note", Action: "Do", Reason: "Test", Type: corev1.EventTypeNormal,
+		ReportingController: "test-controller", ReportingInstance: "test-node",
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.CoreV1().Events("default").Create(ctx, &corev1.Event{
+		ObjectMeta:     metav1.ObjectMeta{Name: "old"},
+		InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: "default", Name: "db"},
+		Reason:         "Pulled", Message: "image pulled", Type: corev1.EventTypeNormal,
+		Source:              corev1.EventSource{Component: "kubelet"},
+		ReportingController: "kubelet-controller", ReportingInstance: "n1",
+		FirstTimestamp: metav1.Now(), LastTimestamp: metav1.Now(), Count: 1,
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The names of the events a selector lists, comma-separated.
+	core := func(selector string) string {
+		l, err := cs.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: selector})
+		if err != nil {
+			return "error: " + err.Error()
+		}
+		var out []string
+		for _, e := range l.Items {
+			out = append(out, e.Name)
+		}
+		slices.Sort(out)
+		return strings.Join(out, ",")
+	}
+	v1 := func(selector string) string {
+		l, err := cs.EventsV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: selector})
+		if err != nil {
+			return "error: " + err.Error()
+		}
+		var out []string
+		for _, e := range l.Items {
+			out = append(out, e.Name)
+		}
+		slices.Sort(out)
+		return strings.Join(out, ",")
+	}
+	for _, tc := range []struct{ selector, got, want string }{
+		{"source=test-controller", core("source=test-controller"), "new"},
+		{"source=kubelet", core("source=kubelet"), "old"},
+		{"source=kubelet-controller", core("source=kubelet-controller"), ""},
+		{"reportingComponent=kubelet-controller", core("reportingComponent=kubelet-controller"), "old"},
+		{"involvedObject.fieldPath=spec.containers{c}", core("involvedObject.fieldPath=spec.containers{c}"), "new"},
+		{"involvedObject.kind=Pod,type=Normal", core("involvedObject.kind=Pod,type=Normal"), "new,old"},
+		{"events.k8s.io reportingController=test-controller", v1("reportingController=test-controller"), "new"},
+		{"events.k8s.io regarding.name=db", v1("regarding.name=db"), "old"},
+		{"events.k8s.io regarding.fieldPath=spec.containers{c}", v1("regarding.fieldPath=spec.containers{c}"), "new"},
+		{"events.k8s.io reason=Pulled,metadata.name=old", v1("reason=Pulled,metadata.name=old"), "old"},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("%s: %s, want %q", tc.selector, tc.got, tc.want)
+		}
+	}
+	// As kube-apiserver's field label conversions: each group takes its
+	// own names only.
+	for _, selector := range []string{"source=kubelet", "involvedObject.name=db"} {
+		if _, err := cs.EventsV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: selector}); !apierrors.IsBadRequest(err) {
+			t.Errorf("events.k8s.io %s: %v, want 400", selector, err)
+		}
+	}
+	if _, err := cs.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "regarding.name=db"}); !apierrors.IsBadRequest(err) {
+		t.Errorf("core/v1 regarding.name: %v, want 400", err)
 	}
 }

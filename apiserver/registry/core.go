@@ -90,17 +90,7 @@ func coreResources() []*Resource {
 		{
 			GVK: gv.WithKind("Event"), Plural: "events", Singular: "event", ShortNames: []string{"ev"}, Namespaced: true,
 			New: func() runtime.Object { return &corev1.Event{} }, NewList: func() runtime.Object { return &corev1.EventList{} },
-			StoragePrefix: "/events",
-			Fields: func(obj runtime.Object) fields.Set {
-				e := obj.(*corev1.Event)
-				return fields.Set{
-					"involvedObject.kind": e.InvolvedObject.Kind, "involvedObject.namespace": e.InvolvedObject.Namespace,
-					"involvedObject.name": e.InvolvedObject.Name, "involvedObject.uid": string(e.InvolvedObject.UID),
-					"involvedObject.apiVersion": e.InvolvedObject.APIVersion, "involvedObject.resourceVersion": e.InvolvedObject.ResourceVersion,
-					"involvedObject.fieldPath": e.InvolvedObject.FieldPath, "reason": e.Reason, "reportingComponent": e.ReportingController,
-					"source": e.Source.Component, "type": e.Type,
-				}
-			},
+			StoragePrefix: "/events", Fields: eventFields, // events.go
 		},
 	}
 }

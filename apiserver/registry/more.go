@@ -3,7 +3,6 @@ package registry
 import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
@@ -43,12 +42,6 @@ func eventResources() []*Resource {
 		GVK: eventsv1.SchemeGroupVersion.WithKind("Event"), Plural: "events", Singular: "event", ShortNames: []string{"ev"}, Namespaced: true,
 		New: func() runtime.Object { return &eventsv1.Event{} }, NewList: func() runtime.Object { return &eventsv1.EventList{} },
 		StoragePrefix: "/events", StorageVersion: &core,
-		Fields: func(obj runtime.Object) fields.Set {
-			e := obj.(*eventsv1.Event)
-			return fields.Set{
-				"regarding.kind": e.Regarding.Kind, "regarding.namespace": e.Regarding.Namespace, "regarding.name": e.Regarding.Name,
-				"regarding.uid": string(e.Regarding.UID), "reason": e.Reason, "reportingController": e.ReportingController, "type": e.Type,
-			}
-		},
+		Fields: eventsV1Fields, // events.go
 	}}
 }
