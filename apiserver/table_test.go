@@ -550,3 +550,60 @@ func TestTable_EveryKind(t *testing.T) {
 }
 
 func ptrBool(b bool) *bool { return &b }
+
+// As kube-apiserver's handlers: a Table only from resources that can
+// print one (not the reviews, which have no table convertor) and only in
+// JSON or YAML; a request whose Accept header offers nothing else the
+// answer can be written in is 406 Not Acceptable before anything is done.
+func TestTable_NotAcceptable(t *testing.T) {
+	cfg := newServer(t)
+	ctx := context.Background()
+	cs := kubernetes.NewForConfigOrDie(cfg)
+	const table = "application/json;as=Table;v=v1;g=meta.k8s.io"
+	do := func(method, path, accept, body string) (int, string) {
+		t.Helper()
+		req, err := http.NewRequest(method, cfg.Host+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Accept", accept)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	const ssar = `{"apiVersion":"authorization.k8s.io/v1","kind":"SelfSubjectAccessReview","spec":{"nonResourceAttributes":{"path":"/","verb":"get"}}}`
+	const cm = `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"%s"}}`
+	for _, tc := range []struct {
+		name, method, path, accept, body string
+		want                             int
+	}{
+		{"review as Table", "POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", table, ssar, http.StatusNotAcceptable},
+		{"review as Table v1beta1", "POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", "application/json;as=Table;v=v1beta1;g=meta.k8s.io", ssar, http.StatusNotAcceptable},
+		{"review as Table or JSON", "POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", table + ",application/json", ssar, http.StatusCreated},
+		{"pods as a protobuf Table", "GET", "/api/v1/namespaces/default/pods", "application/vnd.kubernetes.protobuf;as=Table;v=v1;g=meta.k8s.io", "", http.StatusNotAcceptable},
+		{"pods as YAML Table", "GET", "/api/v1/namespaces/default/pods", "application/yaml;as=Table;v=v1;g=meta.k8s.io", "", http.StatusOK},
+		{"pods as an unknown kind", "GET", "/api/v1/namespaces/default/pods", "application/json;as=Unknown;v=v1;g=meta.k8s.io", "", http.StatusNotAcceptable},
+		{"pods as HTML", "GET", "/api/v1/namespaces/default/pods", "text/html", "", http.StatusNotAcceptable},
+		{"configmap create as an unknown kind", "POST", "/api/v1/namespaces/default/configmaps", "application/json;as=Unknown;v=v1;g=meta.k8s.io", fmt.Sprintf(cm, "refused"), http.StatusNotAcceptable},
+		{"configmap create as Table", "POST", "/api/v1/namespaces/default/configmaps", table, fmt.Sprintf(cm, "printed"), http.StatusCreated},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, body := do(tc.method, tc.path, tc.accept, tc.body)
+			if code != tc.want {
+				t.Errorf("%s %s (Accept %s): %d %.300s, want %d", tc.method, tc.path, tc.accept, code, body, tc.want)
+			}
+			if code == http.StatusNotAcceptable && !strings.Contains(body, `"reason":"NotAcceptable"`) {
+				t.Errorf("406 without a NotAcceptable Status: %s", body)
+			}
+		})
+	}
+	// The refused create did nothing.
+	if _, err := cs.CoreV1().ConfigMaps("default").Get(ctx, "refused", metav1.GetOptions{}); err == nil {
+		t.Error("a create answered 406 stored its object")
+	}
+}

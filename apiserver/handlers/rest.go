@@ -42,6 +42,15 @@ const maxBodyBytes = 3 << 20
 func (s *API) Serve(c echo.Context, r *registry.Resource, info *request.RequestInfo) error {
 	ctx := request.WithRequestInfo(request.WithNamespace(c.Request().Context(), info.Namespace), info)
 	h := &Request{API: s, Resource: r, Store: s.storageFor(r), Info: info, Echo: c, Ctx: ctx}
+	// As kube-apiserver's REST handlers do, answer 406 before doing
+	// anything when the Accept header offers nothing the answer can be
+	// written in (subresources with handlers of their own, the connect
+	// ones among them, are left to those).
+	if _, own := s.Subresources.Lookup(r, info.Subresource); !own {
+		if _, _, err := responses.NegotiateFor(c, h.restrictions()); err != nil {
+			return h.Fail(err)
+		}
+	}
 	if r.CreateOnly != nil {
 		return h.serveCreateOnly() // reviews.go
 	}
@@ -98,8 +107,18 @@ type Request struct {
 // Key is the storage key of the object the request names.
 func (h *Request) Key() string { return h.Resource.Key(h.Info.Namespace, h.Info.Name) }
 
+// restrictions are the transformations h's answer may take: every
+// resource but the virtual create-only ones (the reviews, which
+// kube-apiserver serves without a table convertor) prints as a Table.
+func (h *Request) restrictions() responses.Restrictions {
+	return responses.Restrictions{Table: h.Resource.CreateOnly == nil}
+}
+
 func (h *Request) respond(code int, obj runtime.Object) error {
-	opts, info := responses.Negotiate(h.Echo)
+	opts, info, err := responses.NegotiateFor(h.Echo, h.restrictions())
+	if err != nil {
+		return h.Fail(err)
+	}
 	if opts.Convert != nil && opts.Convert.Kind == "Table" {
 		table, err := h.table(obj)
 		if err != nil {
@@ -550,6 +569,9 @@ func supportedMediaTypes() []string {
 
 // Negotiated is the encoding the request's Accept header asks for.
 func Negotiated(h *Request) runtime.SerializerInfo {
-	_, info := responses.Negotiate(h.Echo)
+	_, info, err := responses.NegotiateFor(h.Echo, h.restrictions())
+	if err != nil {
+		_, info = responses.Negotiate(h.Echo) // JSON when nothing is acceptable
+	}
 	return info
 }

@@ -10,13 +10,19 @@ import (
 	"k8s.io/apiserver/pkg/endpoints/handlers/negotiation"
 )
 
-// transforms allows the media type transformations clients ask for, in
-// meta.k8s.io v1 and v1beta1: Table (server-side printing, kubectl) and
-// PartialObjectMetadata(List) (the metadata client: garbage collector,
-// namespace deletion, quota).
-type transforms struct{}
+// Restrictions are the media type transformations one endpoint allows,
+// by kube-apiserver's rule (its handlers' RequestScope.AllowsMediaTypeTransform),
+// in meta.k8s.io v1 and v1beta1: PartialObjectMetadata(List) (the
+// metadata client: garbage collector, namespace deletion, quota)
+// everywhere; Table (server-side printing, kubectl), in JSON or YAML only,
+// where the endpoint has a table convertor. Nothing else.
+type Restrictions struct {
+	// Table: the endpoint can print what it answers as a Table (its
+	// kube-apiserver storage is a TableConvertor). The reviews cannot.
+	Table bool
+}
 
-func (transforms) AllowsMediaTypeTransform(mimeType, mimeSubType string, gvk *schema.GroupVersionKind) bool {
+func (r Restrictions) AllowsMediaTypeTransform(mimeType, mimeSubType string, gvk *schema.GroupVersionKind) bool {
 	if gvk == nil {
 		return true
 	}
@@ -24,11 +30,16 @@ func (transforms) AllowsMediaTypeTransform(mimeType, mimeSubType string, gvk *sc
 		return false
 	}
 	switch gvk.Kind {
-	case "Table", "PartialObjectMetadata", "PartialObjectMetadataList":
+	case "Table":
+		return r.Table && mimeType == "application" && (mimeSubType == "json" || mimeSubType == "yaml")
+	case "PartialObjectMetadata", "PartialObjectMetadataList":
 		return true
 	}
 	return false
 }
+
+func (Restrictions) AllowsServerVersion(string) bool  { return false }
+func (Restrictions) AllowsStreamSchema(s string) bool { return s == "watch" }
 
 // asPartialMetadata converts obj (an object or a list) to what a request
 // for as=PartialObjectMetadata(List) gets: 406 when the kind asked for does
@@ -69,13 +80,19 @@ func PartialMetadata(obj runtime.Object, convert *schema.GroupVersionKind) (runt
 	})
 	return out, err
 }
-func (transforms) AllowsServerVersion(string) bool  { return false }
-func (transforms) AllowsStreamSchema(s string) bool { return s == "watch" }
+
+// NegotiateFor picks the response encoding from the Accept header within
+// what r allows: a 406 Not Acceptable error when nothing offered is, as
+// kube-apiserver's handlers answer before they do anything else.
+func NegotiateFor(c echo.Context, r Restrictions) (negotiation.MediaTypeOptions, runtime.SerializerInfo, error) {
+	return negotiation.NegotiateOutputMediaType(c.Request(), scheme.Codecs, r)
+}
 
 // negotiate picks the response encoding from the Accept header (JSON when
-// nothing acceptable is offered, as kube-apiserver does for errors).
+// nothing acceptable is offered, as kube-apiserver does for errors), any
+// transformation allowed.
 func Negotiate(c echo.Context) (negotiation.MediaTypeOptions, runtime.SerializerInfo) {
-	opts, info, err := negotiation.NegotiateOutputMediaType(c.Request(), scheme.Codecs, transforms{})
+	opts, info, err := NegotiateFor(c, Restrictions{Table: true})
 	if err != nil {
 		info, _ = runtime.SerializerInfoForMediaType(scheme.Codecs.SupportedMediaTypes(), runtime.ContentTypeJSON)
 		return negotiation.MediaTypeOptions{}, info
