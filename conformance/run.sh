@@ -28,6 +28,9 @@ FOCUS=${FOCUS:-'\[Conformance\]'}
 version=$(go list -m -f '{{.Version}}' k8s.io/kubernetes)
 cache=${CONFORMANCE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/sqlkube-conformance}/$version
 started=$(date -u +%s)
+# The commit this run builds (the checkout may move on while it runs).
+commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+git status --porcelain 2>/dev/null | grep -q . && commit="$commit (with uncommitted changes)"
 
 bin=$(./conformance/build.sh)
 imagedir=$cache/archives
@@ -51,7 +54,9 @@ cleanup() {
     echo "KEEP=1: the cluster stays up; KUBECONFIG=$run/server/kubeconfig; remove it with: kill ${pids[*]}; ip netns del $nsA; ip netns del $nsB; ip netns del $lan" >&2
     exit $rc
   fi
-  cp "$run"/*.log "$cache/" 2>/dev/null && echo "conformance: logs in $cache" >&2
+  rm -rf "$cache/reports"
+  cp -r "$run"/reports "$cache/" 2>/dev/null || true
+  cp "$run"/*.log "$cache/" 2>/dev/null && echo "conformance: logs and JUnit reports in $cache" >&2
   for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
   for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
   for dir in "$run/server" "$run/node"; do
@@ -130,6 +135,6 @@ rc=0
 "$bin/ginkgo" --focus="\[Serial\].*$FOCUS|$FOCUS.*\[Serial\]" --timeout=24h --no-color \
   "$bin/e2e.test" -- "${common[@]}" "$reports/serial" >"$run/serial.log" 2>&1 || rc=1
 
-./conformance/report.sh "$version" "$started" "$reports" "$run" >docs/conformance.md
+./conformance/report.sh "$version" "$started" "$reports" "$run" "$commit" >docs/conformance.md
 echo "conformance: report in docs/conformance.md" >&2
 exit $rc
