@@ -216,7 +216,13 @@ spec:
 		// Three pods one after the other, each waiting for its claim to
 		// bind: under the parallel scenarios on 2 cores this once took
 		// more than a minute, so the wait is longer than one command's and
-		// a failure shows where the set stood.
+		// a failure shows where the set stood. It is longer than the
+		// scheduler's 5-minute flush of unschedulable pods too: the
+		// v1.34 scheduler requeues a pod on its claim's update through one
+		// informer handler while its volume binder reads the claim from an
+		// assume cache fed by another, so under load it can retry before
+		// that cache has the bound claim and then wait for the flush (CI
+		// once saw web-0 tried twice, then not again for 3 minutes).
 		t.Cleanup(func() {
 			if t.Failed() {
 				out, _ := s.kubectl(t, bin, "-n", ns, "get", "statefulset,pods,pvc,events", "-o", "wide")
@@ -228,7 +234,7 @@ spec:
 				t.Logf("namespace %s at the failure:\n%s\n%s\nserver log:\n%s", ns, out, pv, log)
 			}
 		})
-		until(t, 3*commandTimeout, "StatefulSet web with 3 ready replicas", func() (bool, error) {
+		until(t, 6*time.Minute, "StatefulSet web with 3 ready replicas", func() (bool, error) {
 			out, err := s.kubectl(t, bin, "-n", ns, "get", "statefulset", "web", "-o", "jsonpath={.status.readyReplicas}")
 			return out == "3", err
 		})
