@@ -1,30 +1,16 @@
 package apiserver_test
 
 import (
-	"io"
 	"net/http"
 	"strings"
 	"testing"
 )
 
-// getPath GETs path with the Accept header, returning the status code and
-// body.
+// getPath GETs path with the Accept header (getDiscovery), returning the
+// status code and body.
 func getPath(t *testing.T, host, path, accept string) (int, string) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, host+path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Accept", accept)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp, body := getDiscovery(t, host+path, accept, "")
 	return resp.StatusCode, string(body)
 }
 

@@ -10,7 +10,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 )
 
@@ -93,30 +95,24 @@ func TestEvents_FieldSelectors(t *testing.T) {
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	// The names of the events a selector lists, comma-separated.
-	core := func(selector string) string {
-		l, err := cs.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: selector})
+	// The names of the events a list holds, comma-separated.
+	names := func(l runtime.Object, err error) string {
 		if err != nil {
 			return "error: " + err.Error()
 		}
 		var out []string
-		for _, e := range l.Items {
-			out = append(out, e.Name)
-		}
+		_ = meta.EachListItem(l, func(o runtime.Object) error {
+			out = append(out, o.(metav1.Object).GetName())
+			return nil
+		})
 		slices.Sort(out)
 		return strings.Join(out, ",")
 	}
+	core := func(selector string) string {
+		return names(cs.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: selector}))
+	}
 	v1 := func(selector string) string {
-		l, err := cs.EventsV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: selector})
-		if err != nil {
-			return "error: " + err.Error()
-		}
-		var out []string
-		for _, e := range l.Items {
-			out = append(out, e.Name)
-		}
-		slices.Sort(out)
-		return strings.Join(out, ",")
+		return names(cs.EventsV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: selector}))
 	}
 	for _, tc := range []struct{ selector, got, want string }{
 		{"source=test-controller", core("source=test-controller"), "new"},
