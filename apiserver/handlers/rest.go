@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apiserver/pkg/admission"
+	"k8s.io/apiserver/pkg/endpoints/handlers/negotiation"
 	"k8s.io/apiserver/pkg/endpoints/request"
 	k8sstorage "k8s.io/apiserver/pkg/storage"
 	storeerr "k8s.io/apiserver/pkg/storage/errors"
@@ -47,7 +48,7 @@ func (s *API) Serve(c echo.Context, r *registry.Resource, info *request.RequestI
 	// written in (subresources with handlers of their own, the connect
 	// ones among them, are left to those).
 	if _, own := s.Subresources.Lookup(r, info.Subresource); !own {
-		if _, _, err := responses.NegotiateFor(c, h.restrictions()); err != nil {
+		if _, _, err := h.negotiate(); err != nil {
 			return h.Fail(err)
 		}
 	}
@@ -102,6 +103,26 @@ type Request struct {
 	applying bool
 	// adm is what admission is told of a write (admission.go).
 	adm admissionRequest
+	// media is the answer's encoding, negotiated once (negotiate).
+	media *negotiated
+}
+
+// negotiated is the outcome of negotiating the Accept header.
+type negotiated struct {
+	opts negotiation.MediaTypeOptions
+	info runtime.SerializerInfo
+	err  error
+}
+
+// negotiate picks the answer's encoding from the Accept header within
+// what the resource allows (a 406 error when nothing offered is), once
+// per request.
+func (h *Request) negotiate() (negotiation.MediaTypeOptions, runtime.SerializerInfo, error) {
+	if h.media == nil {
+		opts, info, err := responses.NegotiateFor(h.Echo, h.restrictions())
+		h.media = &negotiated{opts, info, err}
+	}
+	return h.media.opts, h.media.info, h.media.err
 }
 
 // Key is the storage key of the object the request names.
@@ -115,7 +136,7 @@ func (h *Request) restrictions() responses.Restrictions {
 }
 
 func (h *Request) respond(code int, obj runtime.Object) error {
-	opts, info, err := responses.NegotiateFor(h.Echo, h.restrictions())
+	opts, info, err := h.negotiate()
 	if err != nil {
 		return h.Fail(err)
 	}
@@ -569,7 +590,7 @@ func supportedMediaTypes() []string {
 
 // Negotiated is the encoding the request's Accept header asks for.
 func Negotiated(h *Request) runtime.SerializerInfo {
-	_, info, err := responses.NegotiateFor(h.Echo, h.restrictions())
+	_, info, err := h.negotiate()
 	if err != nil {
 		_, info = responses.Negotiate(h.Echo) // JSON when nothing is acceptable
 	}
