@@ -15,6 +15,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/server/v3/lease/leasepb"
+	"google.golang.org/protobuf/proto"
 )
 
 // boltMagic is at byte 16 of a bbolt file (the first meta page's magic,
@@ -139,7 +140,7 @@ func (s *snapshotSource) load(tx *bolt.Tx) error {
 		}
 		rev = max(rev, main)
 		var kv mvccpb.KeyValue
-		if err := kv.Unmarshal(v); err != nil {
+		if err := proto.Unmarshal(v, &kv); err != nil {
 			return fmt.Errorf("revision %d: %w", main, err)
 		}
 		if tombstone {
@@ -169,7 +170,7 @@ func (s *snapshotSource) load(tx *bolt.Tx) error {
 	if lb := tx.Bucket([]byte("lease")); lb != nil {
 		err := lb.ForEach(func(_, v []byte) error {
 			var l leasepb.Lease
-			if err := l.Unmarshal(v); err != nil {
+			if err := proto.Unmarshal(v, &l); err != nil {
 				return fmt.Errorf("lease: %w", err)
 			}
 			left := l.TTL
@@ -209,7 +210,7 @@ func (s *snapshotSource) History(_ context.Context, fn func([]LogRow) error) err
 		err := tx.Bucket([]byte("key")).ForEach(func(k, v []byte) error {
 			main, sub, tombstone, _ := revKey(k)
 			var kv mvccpb.KeyValue
-			if err := kv.Unmarshal(v); err != nil {
+			if err := proto.Unmarshal(v, &kv); err != nil {
 				return fmt.Errorf("revision %d: %w", main, err)
 			}
 			r := LogRow{Revision: main, Sub: sub + 1, Key: kv.Key, Deleted: tombstone, PrevRevision: prev[string(kv.Key)]}

@@ -5,6 +5,7 @@ import (
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"google.golang.org/protobuf/proto"
 )
 
 type kvServer struct {
@@ -12,14 +13,12 @@ type kvServer struct {
 	s *Server
 }
 
-type sizer interface{ Size() int }
-
 // checkSize refuses a request larger than MaxRequestBytes with etcd's
 // "request is too large". The KV methods check it themselves, rather than
 // a gRPC interceptor, so that in-process clients (LocalClient) meet the same
 // limit as remote ones.
-func checkSize(r sizer) error {
-	if r.Size() > MaxRequestBytes {
+func checkSize(r proto.Message) error {
+	if proto.Size(r) > MaxRequestBytes {
 		return rpctypes.ErrGRPCRequestTooLarge
 	}
 	return nil

@@ -113,7 +113,6 @@ func New(opts Options) *Server {
 		_ = opts.Registerer.Register(s.watchers)
 	}
 	gopts := []grpc.ServerOption{
-		grpc.ForceServerCodec(gogoCodec{}),
 		grpc.MaxRecvMsgSize(maxRecvBytes),
 		grpc.MaxSendMsgSize(math.MaxInt32),
 		grpc.MaxConcurrentStreams(math.MaxUint32),

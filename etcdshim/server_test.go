@@ -188,7 +188,7 @@ func collect(t *testing.T, wch clientv3.WatchChan, n int) []*clientv3.Event {
 // minus base.
 func eventString(base int64, e *clientv3.Event) string {
 	var s string
-	if e.Type == mvccpb.DELETE {
+	if e.Type == mvccpb.Event_DELETE {
 		s = fmt.Sprintf("DELETE %s@%d", e.Kv.Key, e.Kv.ModRevision-base)
 	} else {
 		s = fmt.Sprintf("PUT %s=%s@%d", e.Kv.Key, e.Kv.Value, e.Kv.ModRevision-base)
@@ -479,7 +479,7 @@ func TestWatch_FragmentLargeRevision(t *testing.T) {
 					t.Fatalf("%s: %d events in the response, want all %d", name, len(resp.Events), n)
 				}
 				for i, e := range resp.Events {
-					if e.Type != mvccpb.DELETE || string(e.Kv.Key) != fmt.Sprintf("f/%03d", i) || e.Kv.ModRevision != ts.rev(4) ||
+					if e.Type != mvccpb.Event_DELETE || string(e.Kv.Key) != fmt.Sprintf("f/%03d", i) || e.Kv.ModRevision != ts.rev(4) ||
 						e.PrevKv == nil || len(e.PrevKv.Value) != size {
 						t.Fatalf("%s: event %d is %s, want DELETE f/%03d@4 with its previous value", name, i, ts.ev(e), i)
 					}

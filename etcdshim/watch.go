@@ -9,6 +9,7 @@ import (
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/sqlkube/sqlkube/etcdshim/sqlstore"
 )
@@ -374,12 +375,12 @@ func (st *watchStream) deliver(sw *streamWatch, b sqlstore.WatchBatch) error {
 		}
 		ev := &mvccpb.Event{Kv: toKV(&e.KV)}
 		if e.Type == sqlstore.EventDelete {
-			ev.Type = mvccpb.DELETE
+			ev.Type = mvccpb.Event_DELETE
 		}
 		if sw.prevKV && e.PrevKV != nil {
 			ev.PrevKv = toKV(e.PrevKV)
 		}
-		n := ev.Size()
+		n := proto.Size(ev)
 		if size+n > maxWatchResponse && len(events) > 0 {
 			sameRev := events[len(events)-1].Kv.ModRevision == e.KV.ModRevision
 			if !sameRev {

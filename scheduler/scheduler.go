@@ -182,10 +182,13 @@ func schedule(ctx context.Context, cfg *rest.Config, cc *schedconfig.KubeSchedul
 		return fmt.Errorf("scheduler: %w", err)
 	}
 	broadcaster := events.NewEventBroadcasterAdapterWithContext(ctx, eventClient)
-	informers := k8sscheduler.NewInformerFactory(client, 0)
+	// No informer name: kube-scheduler reserves "kube-scheduler" for its
+	// informer metrics, a process-wide name that only Shutdown releases, and
+	// this process may lead, lose and lead again.
+	informers := k8sscheduler.NewInformerFactory(client, 0, nil)
 	dynInformers := dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, 0, "", nil)
 	sched, err := k8sscheduler.New(ctx, client, informers, dynInformers,
-		profile.RecorderFactory(func(name string) events.EventRecorder { return broadcaster.NewRecorder(name) }),
+		profile.RecorderFactory(func(name string) events.EventRecorderLogger { return broadcaster.NewRecorder(name) }),
 		k8sscheduler.WithComponentConfigVersion(cc.TypeMeta.APIVersion),
 		k8sscheduler.WithKubeConfig(cfg),
 		k8sscheduler.WithProfiles(cc.Profiles...),

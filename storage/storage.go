@@ -147,6 +147,10 @@ func NewStore(c *kubernetes.Client, o Options) (k8sstorage.Interface, error) {
 		leases.ReuseDurationSeconds = o.LeaseReuseDurationSeconds
 	}
 	versioner := k8sstorage.APIObjectVersioner{}
-	return etcd3.New(c, o.Compactor, o.Codec, o.NewFunc, o.NewListFunc, o.Prefix, o.ResourcePrefix, o.GroupResource,
-		o.Transformer, leases, etcd3.NewDefaultDecoder(o.Codec, versioner), versioner), nil
+	store, err := etcd3.New(c, o.Compactor, o.Codec, o.NewFunc, o.NewListFunc, o.Prefix, o.ResourcePrefix, o.GroupResource,
+		o.Transformer, leases, etcd3.NewDefaultDecoder(o.Codec, versioner), versioner)
+	if err != nil {
+		return nil, fmt.Errorf("storage: %w", err)
+	}
+	return store, nil
 }

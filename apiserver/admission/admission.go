@@ -120,7 +120,7 @@ func NewChain(opts ChainOptions, stop <-chan struct{}) (admission.Interface, err
 	plugins := admission.NewPlugins()
 	plugins.Register(lifecycle.PluginName, func(io.Reader) (admission.Interface, error) {
 		// kube-node-lease too: node heartbeats depend on it.
-		return lifecycle.NewLifecycle(sets.NewString(registry.SystemNamespaces...))
+		return lifecycle.NewLifecycle(sets.New(registry.SystemNamespaces...))
 	})
 	limitranger.Register(plugins)
 	serviceaccount.Register(plugins)

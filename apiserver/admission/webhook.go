@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apiserver/pkg/admission"
 	genericadmissioninitializer "k8s.io/apiserver/pkg/admission/initializer"
+	apiservercompatibility "k8s.io/apiserver/pkg/util/compatibility"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/apiserver/pkg/util/proxy"
 	"k8s.io/apiserver/pkg/util/webhook"
@@ -57,7 +58,9 @@ func admissionInitializers(opts ChainOptions, stop <-chan struct{}) (admission.P
 	if err != nil {
 		return nil, err
 	}
-	generic := genericadmissioninitializer.New(client, dynamicClient, opts.Informers, opts.Authorizer, utilfeature.DefaultFeatureGate, stop, mapper)
+	generic := genericadmissioninitializer.New(client, dynamicClient, opts.Informers, opts.Authorizer, utilfeature.DefaultFeatureGate,
+		// PodSecurity reads the effective version (its policy defaults).
+		apiservercompatibility.DefaultBuildEffectiveVersion(), stop, mapper)
 	return append(admission.PluginInitializers{generic}, specific...), nil
 }
 

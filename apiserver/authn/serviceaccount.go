@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
@@ -91,20 +92,30 @@ func (u tokenUnion) AuthenticateToken(ctx context.Context, token string) (*authe
 // (loopback) client.
 type clientTokenGetter struct{ client kubernetes.Interface }
 
-func (g clientTokenGetter) GetServiceAccount(namespace, name string) (*corev1.ServiceAccount, error) {
-	return g.client.CoreV1().ServiceAccounts(namespace).Get(context.TODO(), name, metav1.GetOptions{})
+func (g clientTokenGetter) GetServiceAccount(ctx context.Context, namespace, name string) (*corev1.ServiceAccount, error) {
+	return g.client.CoreV1().ServiceAccounts(namespace).Get(ctx, name, metav1.GetOptions{})
 }
 
-func (g clientTokenGetter) GetPod(namespace, name string) (*corev1.Pod, error) {
-	return g.client.CoreV1().Pods(namespace).Get(context.TODO(), name, metav1.GetOptions{})
+func (g clientTokenGetter) GetPod(ctx context.Context, namespace, name string) (*corev1.Pod, error) {
+	return g.client.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
 }
 
-func (g clientTokenGetter) GetSecret(namespace, name string) (*corev1.Secret, error) {
-	return g.client.CoreV1().Secrets(namespace).Get(context.TODO(), name, metav1.GetOptions{})
+func (g clientTokenGetter) GetSecret(ctx context.Context, namespace, name string) (*corev1.Secret, error) {
+	return g.client.CoreV1().Secrets(namespace).Get(ctx, name, metav1.GetOptions{})
 }
 
-func (g clientTokenGetter) GetNode(name string) (*corev1.Node, error) {
-	return g.client.CoreV1().Nodes().Get(context.TODO(), name, metav1.GetOptions{})
+func (g clientTokenGetter) GetNode(ctx context.Context, name string) (*corev1.Node, error) {
+	return g.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+}
+
+// GetValidatingWebhookConfiguration and GetMutatingWebhookConfiguration
+// read the webhook configuration a webhook-bound token names (1.37).
+func (g clientTokenGetter) GetValidatingWebhookConfiguration(ctx context.Context, name string) (*admissionregistrationv1.ValidatingWebhookConfiguration, error) {
+	return g.client.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, name, metav1.GetOptions{})
+}
+
+func (g clientTokenGetter) GetMutatingWebhookConfiguration(ctx context.Context, name string) (*admissionregistrationv1.MutatingWebhookConfiguration, error) {
+	return g.client.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, name, metav1.GetOptions{})
 }
 
 // LegacyTokenGenerator signs secret-based service-account tokens (issuer

@@ -46,8 +46,16 @@ func New(mode string, factory informers.SharedInformerFactory) (*Authorizer, err
 		clusterRoleBindings := &rbac.ClusterRoleBindingLister{Lister: rbacv1.ClusterRoleBindings().Lister()}
 		r := rbac.New(roles, roleBindings, clusterRoles, clusterRoleBindings)
 		nodes := newNodeAuthorizer(factory)
+		union, err := authzunion.New(
+			authzunion.NamedAuthorizer{AuthorizerName: "kubernetes.io/system-privileged-group", Authorizer: masters},
+			authzunion.NamedAuthorizer{AuthorizerName: "node", Authorizer: nodes},
+			authzunion.NamedAuthorizer{AuthorizerName: "rbac", Authorizer: r},
+		)
+		if err != nil {
+			return nil, err
+		}
 		return &Authorizer{
-			Authorizer: authzunion.New(masters, nodes, r), Rules: authzunion.NewRuleResolvers(nodes, r),
+			Authorizer: union, Rules: authzunion.NewRuleResolvers(nodes, r),
 			resolver: rbacvalidation.NewDefaultRuleResolver(roles, roleBindings, clusterRoles, clusterRoleBindings),
 		}, nil
 	}

@@ -12,8 +12,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
-	"k8s.io/apiserver/pkg/endpoints/filters"
+	"k8s.io/apiserver/pkg/endpoints/filters/impersonation"
 	"k8s.io/apiserver/pkg/endpoints/request"
+	genericfeatures "k8s.io/apiserver/pkg/features"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 )
 
 // impersonatedUserKey is where impersonate leaves the user a request acts
@@ -22,7 +24,11 @@ const impersonatedUserKey = "sqlkube.impersonatedUser"
 
 // Impersonation lets a caller act as another user with the Impersonate-User,
 // -Group, -Uid and -Extra-* headers, through Kubernetes' own filter
-// (filters.WithImpersonation): the authorizer must allow the caller the
+// (impersonation.WithConstrainedImpersonation while the
+// ConstrainedImpersonation gate is on, as it is by default since 1.36,
+// which first asks for the narrower impersonate-on verbs and falls back to
+// the impersonate verb; impersonation.WithImpersonation otherwise): the
+// authorizer must allow the caller the
 // impersonate verb on each users, groups, serviceaccounts, uids and
 // userextras/KEY asked for (403 Forbidden otherwise); the request then
 // runs as the impersonated user, who joins system:authenticated
@@ -35,6 +41,14 @@ const impersonatedUserKey = "sqlkube.impersonatedUser"
 // Headers the filter cannot use (a group, uid or extra without a user)
 // are 400 Bad Request here, where kube-apiserver answers 500.
 func Impersonation(authz authorizer.Authorizer) echo.MiddlewareFunc {
+	impersonate := func(h http.Handler) http.Handler {
+		return impersonation.WithImpersonation(h, authz, scheme.Codecs)
+	}
+	if utilfeature.DefaultFeatureGate.Enabled(genericfeatures.ConstrainedImpersonation) {
+		impersonate = func(h http.Handler) http.Handler {
+			return impersonation.WithConstrainedImpersonation(h, authz, scheme.Codecs)
+		}
+	}
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			req := c.Request()
@@ -54,7 +68,7 @@ func Impersonation(authz authorizer.Authorizer) echo.MiddlewareFunc {
 				c.SetRequest(r)
 				nextErr = next(c)
 			})
-			filters.WithImpersonation(inner, authz, scheme.Codecs).ServeHTTP(c.Response(), req)
+			impersonate(inner).ServeHTTP(c.Response(), req)
 			return nextErr
 		}
 	}

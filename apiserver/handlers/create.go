@@ -82,7 +82,7 @@ func (h *Request) allowCreateOnUpdate() bool {
 		return false
 	}
 	st := registry.UpdateStrategy(h.Resource, "")
-	return st != nil && st.AllowCreateOnUpdate()
+	return st != nil && st.AllowCreateOnUpdate(h.Ctx)
 }
 
 // upsert runs an update that may create: tryUpdate inside GuaranteedUpdate

@@ -33,7 +33,7 @@ func NewNodeRestriction(factory informers.SharedInformerFactory, a authorizer.Au
 	p := noderestriction.NewPlugin(authz.NodeIdentifier)
 	p.InspectFeatureGates(utilfeature.DefaultFeatureGate)
 	p.SetExternalKubeInformerFactory(factory)
-	p.SetAuthorizer(a)
+	p.SetUnconditionalAuthorizer(a)
 	if err := p.ValidateInitialization(); err != nil {
 		return nil, fmt.Errorf("apiserver: %w", err)
 	}

@@ -409,7 +409,7 @@ func (h *Request) prepareChanged(existing, updated runtime.Object) (_ runtime.Ob
 	if newMeta.GetResourceVersion() == "" {
 		// An unconditional update: allowed where Kubernetes allows it,
 		// against the object as it is now.
-		if st := h.Resource.EffectiveStrategy(); st != nil && !st.AllowUnconditionalUpdate() && !h.applying {
+		if st := h.Resource.EffectiveStrategy(); st != nil && !st.AllowUnconditionalUpdate(h.Ctx) && !h.applying {
 			return nil, nil, apierrors.NewInvalid(h.Resource.GVK.GroupKind(), h.Info.Name, field.ErrorList{
 				field.Invalid(field.NewPath("metadata", "resourceVersion"), "", "must be specified for an update")})
 		}

@@ -28,8 +28,10 @@ func clusterResources(run Running) []*Resource {
 	ingresses.StoragePrefix = "/ingress"
 	claims := resource(res.WithKind("ResourceClaim"), "resourceclaims", "resourceclaim", true, true,
 		func() runtime.Object { return &resourcev1.ResourceClaim{} }, func() runtime.Object { return &resourcev1.ResourceClaimList{} })
-	// The claims' strategies read namespaces (admin access needs a label).
-	claimStrategy := resourceclaim.NewStrategy(lazyNamespaces{run: run})
+	// The claims' strategies read namespaces (admin access needs a label)
+	// and, for status writes, ask the authorizer whether the writer may
+	// set a device's allocation or status.
+	claimStrategy := resourceclaim.NewStrategy(lazyNamespaces{run: run}, lazyAuthorizer(run))
 	claims.Strategy, claims.StatusStrategy = claimStrategy, resourceclaim.NewStatusStrategy(claimStrategy)
 	templates := resource(res.WithKind("ResourceClaimTemplate"), "resourceclaimtemplates", "resourceclaimtemplate", true, false,
 		func() runtime.Object { return &resourcev1.ResourceClaimTemplate{} }, func() runtime.Object { return &resourcev1.ResourceClaimTemplateList{} })

@@ -217,7 +217,7 @@ func (cr *CustomResource) admit(ctx context.Context, r *Resource, obj, old runti
 		}
 	}
 	if cr.structural != nil {
-		errs = append(errs, schemaobjectmeta.Validate(nil, u.Object, cr.structural, true)...)
+		errs = append(errs, schemaobjectmeta.Validate(ctx, nil, u.Object, cr.structural, true)...)
 	}
 	if cr.cel != nil && len(errs) == 0 {
 		// x-kubernetes-validations rules, within kube-apiserver's cost

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/registry/rest"
+	"k8s.io/kubernetes/pkg/api/legacyscheme"
 	"k8s.io/kubernetes/pkg/registry/authentication/selfsubjectreview"
 	"k8s.io/kubernetes/pkg/registry/authentication/tokenreview"
 	"k8s.io/kubernetes/pkg/registry/authorization/localsubjectaccessreview"
@@ -37,13 +38,13 @@ func reviewResources(run Running) []*Resource {
 	return []*Resource{
 		review(authz.WithKind("SubjectAccessReview"), "subjectaccessreviews", false,
 			func() runtime.Object { return &authorizationv1.SubjectAccessReview{} },
-			func() rest.Creater { return subjectaccessreview.NewREST(run.Authorizer()) }),
+			func() rest.Creater { return subjectaccessreview.NewREST(run.Authorizer(), legacyscheme.Scheme) }),
 		review(authz.WithKind("LocalSubjectAccessReview"), "localsubjectaccessreviews", true,
 			func() runtime.Object { return &authorizationv1.LocalSubjectAccessReview{} },
-			func() rest.Creater { return localsubjectaccessreview.NewREST(run.Authorizer()) }),
+			func() rest.Creater { return localsubjectaccessreview.NewREST(run.Authorizer(), legacyscheme.Scheme) }),
 		review(authz.WithKind("SelfSubjectAccessReview"), "selfsubjectaccessreviews", false,
 			func() runtime.Object { return &authorizationv1.SelfSubjectAccessReview{} },
-			func() rest.Creater { return selfsubjectaccessreview.NewREST(run.Authorizer()) }),
+			func() rest.Creater { return selfsubjectaccessreview.NewREST(run.Authorizer(), legacyscheme.Scheme) }),
 		review(authz.WithKind("SelfSubjectRulesReview"), "selfsubjectrulesreviews", false,
 			func() runtime.Object { return &authorizationv1.SelfSubjectRulesReview{} },
 			func() rest.Creater { return selfsubjectrulesreview.NewREST(run.Authorizer().Rules) }),

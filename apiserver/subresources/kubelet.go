@@ -1,22 +1,24 @@
 package subresources
 
 import (
+	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 
 	"github.com/sqlkube/sqlkube/apiserver/handlers"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/httpstream/wsstream"
-	"k8s.io/apimachinery/pkg/util/proxy"
 	genericrest "k8s.io/apiserver/pkg/registry/generic/rest"
-	translator "k8s.io/apiserver/pkg/util/proxy"
+	"k8s.io/apiserver/pkg/registry/rest"
 	"k8s.io/kubernetes/pkg/api/legacyscheme"
 	api "k8s.io/kubernetes/pkg/apis/core"
 	"k8s.io/kubernetes/pkg/apis/core/validation"
+	"k8s.io/kubernetes/pkg/kubelet/client"
 	podregistry "k8s.io/kubernetes/pkg/registry/core/pod"
+	podrest "k8s.io/kubernetes/pkg/registry/core/pod/rest"
 )
 
 // The subresources that reach a pod's kubelet (logs, exec, attach,
@@ -112,7 +114,13 @@ func podLog(h *handlers.Request) error {
 	}
 }
 
-// podExec and podAttach connect a client's streams to a container.
+// podExec, podAttach and podPortForward connect a client's streams to a
+// container through Kubernetes' own connecters (pkg/registry/core/pod/rest):
+// they check the create verb on a websocket upgrade (a GET), find the
+// kubelet, and either proxy the upgrade to a kubelet that declares
+// websocket support or translate kubectl's websocket protocols
+// (v5.channel.k8s.io, port-forward tunnelling) to SPDY towards it, as
+// kube-apiserver does.
 func podExec(h *handlers.Request) error {
 	opts := &api.PodExecOptions{}
 	if err := decodeConnect(h, opts, &corev1.PodExecOptions{}); err != nil {
@@ -121,16 +129,9 @@ func podExec(h *handlers.Request) error {
 	if len(opts.Command) == 0 {
 		return h.Fail(apierrors.NewBadRequest("you must specify at least 1 command"))
 	}
-	conn, err := h.API.Kubelets()
-	if err != nil {
-		return h.Fail(err)
-	}
-	location, transport, err := podregistry.ExecLocation(h.Ctx, coreGetter{h: h, resource: "pods"}, conn, h.Info.Name, opts)
-	if err != nil {
-		return h.Fail(err)
-	}
-	streamTo(h, location, transport, translator.Options{Stdin: opts.Stdin, Stdout: opts.Stdout, Stderr: opts.Stderr, Tty: opts.TTY})
-	return nil
+	return connect(h, opts, func(conn client.ConnectionInfoGetter) rest.Connecter {
+		return &podrest.ExecREST{Store: coreGetter{h: h, resource: "pods"}, KubeletConn: conn, Authorizer: h.API.Authz}
+	})
 }
 
 func podAttach(h *handlers.Request) error {
@@ -138,49 +139,49 @@ func podAttach(h *handlers.Request) error {
 	if err := decodeConnect(h, opts, &corev1.PodAttachOptions{}); err != nil {
 		return h.Fail(err)
 	}
-	conn, err := h.API.Kubelets()
-	if err != nil {
-		return h.Fail(err)
-	}
-	location, transport, err := podregistry.AttachLocation(h.Ctx, coreGetter{h: h, resource: "pods"}, conn, h.Info.Name, opts)
-	if err != nil {
-		return h.Fail(err)
-	}
-	streamTo(h, location, transport, translator.Options{Stdin: opts.Stdin, Stdout: opts.Stdout, Stderr: opts.Stderr, Tty: opts.TTY})
-	return nil
+	return connect(h, opts, func(conn client.ConnectionInfoGetter) rest.Connecter {
+		return &podrest.AttachREST{Store: coreGetter{h: h, resource: "pods"}, KubeletConn: conn, Authorizer: h.API.Authz}
+	})
 }
 
-// streamTo proxies an upgraded (SPDY) connection to location, translating
-// kubectl's websocket protocol (v5.channel.k8s.io) to SPDY towards the
-// kubelet, as kube-apiserver does.
-func streamTo(h *handlers.Request, location *url.URL, transport http.RoundTripper, streams translator.Options) {
-	var handler http.Handler = proxy.NewUpgradeAwareHandler(location, transport, false, true, proxy.NewErrorResponder(proxyErrors{h}))
-	handler = translator.NewTranslatingHandler(handler, translator.NewStreamTranslatorHandler(location, transport, 0, streams), wsstream.IsWebSocketRequestWithStreamCloseProtocol)
-	handler.ServeHTTP(h.Echo.Response(), h.Echo.Request())
-}
-
-// podPortForward tunnels port-forward streams to the pod's kubelet.
 func podPortForward(h *handlers.Request) error {
 	opts := &api.PodPortForwardOptions{}
 	if err := decodeConnect(h, opts, &corev1.PodPortForwardOptions{}); err != nil {
 		return h.Fail(err)
 	}
+	return connect(h, opts, func(conn client.ConnectionInfoGetter) rest.Connecter {
+		return &podrest.PortForwardREST{Store: coreGetter{h: h, resource: "pods"}, KubeletConn: conn, Authorizer: h.API.Authz}
+	})
+}
+
+// connect serves one connect request with the connecter made over the
+// server's kubelet client.
+func connect(h *handlers.Request, opts runtime.Object, connecter func(client.ConnectionInfoGetter) rest.Connecter) error {
 	conn, err := h.API.Kubelets()
 	if err != nil {
 		return h.Fail(err)
 	}
-	location, transport, err := podregistry.PortForwardLocation(h.Ctx, coreGetter{h: h, resource: "pods"}, conn, h.Info.Name, opts)
+	handler, err := connecter(conn).Connect(h.Ctx, h.Info.Name, opts, proxyErrors{h})
 	if err != nil {
 		return h.Fail(err)
 	}
-	var handler http.Handler = proxy.NewUpgradeAwareHandler(location, transport, false, true, proxy.NewErrorResponder(proxyErrors{h}))
-	handler = translator.NewTranslatingHandler(handler, translator.NewTunnelingHandler(handler), wsstream.IsWebSocketRequestWithTunnelingProtocol)
 	handler.ServeHTTP(h.Echo.Response(), h.Echo.Request())
 	return nil
 }
 
 // proxyErrors answers a failed proxy connection (proxy.ErrorResponder).
 type proxyErrors struct{ h *handlers.Request }
+
+// Object completes rest.Responder. Kubernetes' connecters answer only
+// through Error (proxy.NewErrorResponder); a Status is answered as one,
+// anything else was not expected here.
+func (p proxyErrors) Object(code int, obj runtime.Object) {
+	if st, ok := obj.(*metav1.Status); ok {
+		_ = p.h.Fail(&apierrors.StatusError{ErrStatus: *st})
+		return
+	}
+	_ = p.h.Fail(apierrors.NewInternalError(fmt.Errorf("connect answered %d with a %T", code, obj)))
+}
 
 func (p proxyErrors) Error(err error) {
 	if _, ok := err.(apierrors.APIStatus); !ok {

@@ -7,6 +7,7 @@ import (
 	"github.com/sqlkube/sqlkube/apiserver/registry"
 	"github.com/sqlkube/sqlkube/apiserver/scheme"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -35,7 +36,7 @@ type coreGetter struct {
 	resource string
 }
 
-var _ svcstorage.EndpointsStorage = coreGetter{}
+var _ rest.Getter = coreGetter{}
 
 func (g coreGetter) Get(ctx context.Context, name string, _ *metav1.GetOptions) (runtime.Object, error) {
 	gr := corev1.Resource(g.resource)
@@ -54,21 +55,38 @@ func (g coreGetter) Get(ctx context.Context, name string, _ *metav1.GetOptions) 
 	return in, nil
 }
 
-// Delete is what Kubernetes' service REST deletes a service's Endpoints
-// with; a location never deletes: refused.
-func (g coreGetter) Delete(context.Context, string, rest.ValidateObjectFunc, *metav1.DeleteOptions) (runtime.Object, bool, error) {
-	return nil, false, apierrors.NewMethodNotSupported(corev1.Resource(g.resource), "delete")
+// serviceSlices reads a service's EndpointSlices (those labelled
+// kubernetes.io/service-name with its name) from the server's store, for
+// Kubernetes' service location (proxy.EndpointSliceGetter).
+type serviceSlices struct{ h *handlers.Request }
+
+func (g serviceSlices) GetEndpointSlices(namespace, service string) ([]*discoveryv1.EndpointSlice, error) {
+	r, ok := g.h.API.Registry.Lookup(discoveryv1.SchemeGroupVersion.WithResource("endpointslices"))
+	if !ok {
+		return nil, nil
+	}
+	list := &discoveryv1.EndpointSliceList{}
+	if err := g.h.API.Storages[r].GetList(g.h.Ctx, r.ListKey(namespace), k8sstorage.ListOptions{Predicate: k8sstorage.Everything, Recursive: true}, list); err != nil {
+		return nil, storeerr.InterpretListError(err, r.GroupResource())
+	}
+	var out []*discoveryv1.EndpointSlice
+	for i := range list.Items {
+		if list.Items[i].Labels[discoveryv1.LabelServiceName] == service {
+			out = append(out, &list.Items[i])
+		}
+	}
+	return out, nil
 }
 
 // serviceLocator is Kubernetes' service REST
 // (k8s.io/kubernetes/pkg/registry/core/service/storage) for one request
 // on a service, for its ResourceLocation: it reads the request's services
-// (a port given by number is looked up by name), their Endpoints and the
+// (a port given by number is looked up by name), their EndpointSlices and the
 // pods behind them, and answers with h.API.ProxyTransport. It allocates
 // nothing (allocator.ServiceHooks is the one that writes).
 func serviceLocator(h *handlers.Request) (*svcstorage.REST, error) {
 	store, _, _, err := svcstorage.NewREST(readThrough{r: h.Resource, store: h.Store}, api.IPv4Protocol, nil, nil,
-		coreGetter{h: h, resource: "endpoints"}, coreGetter{h: h, resource: "pods"}, h.API.ProxyTransport)
+		serviceSlices{h: h}, coreGetter{h: h, resource: "pods"}, h.API.ProxyTransport)
 	return store, err
 }
 

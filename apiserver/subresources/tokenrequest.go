@@ -111,7 +111,7 @@ func createToken(h *handlers.Request) error {
 	if !ok {
 		return h.Fail(apierrors.NewInternalError(fmt.Errorf("service account %s/%s: conversion failed", sa.Namespace, sa.Name)))
 	}
-	claims, private, err := serviceaccount.Claims(*isa, ipod, isecret, inode, *req.Spec.ExpirationSeconds, 0, req.Spec.Audiences)
+	claims, private, err := serviceaccount.Claims(*isa, ipod, isecret, inode, nil, nil, *req.Spec.ExpirationSeconds, 0, req.Spec.Audiences, nil)
 	if err != nil {
 		return h.Fail(apierrors.NewBadRequest(err.Error()))
 	}

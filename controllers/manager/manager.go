@@ -8,8 +8,10 @@ package manager
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/kubernetes"
@@ -18,6 +20,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/keyutil"
+	genericcontrollermanager "k8s.io/controller-manager/app"
 	"k8s.io/controller-manager/pkg/clientbuilder"
 	controllerhealthz "k8s.io/controller-manager/pkg/healthz"
 	"k8s.io/klog/v2"
@@ -153,10 +156,20 @@ func runControllers(ctx context.Context, c *kcmconfig.CompletedConfig) error {
 	if c.ComponentConfig.KubeCloudShared.UseServiceAccountCredentials {
 		builder = clientbuilder.NewDynamicClientBuilder(rest.AnonymousClientConfig(c.Kubeconfig), c.Client.CoreV1(), "kube-system")
 	}
+	// CreateControllerContext reserves the process-wide informer name
+	// "kube-controller-manager", which only the informer factory's Shutdown
+	// releases; if it fails after the reservation (its 10 s wait for a
+	// healthy API server), the name stays taken and every later term as
+	// leader in this process would fail. Waiting here first leaves that
+	// wait nothing to time out on.
+	if err := genericcontrollermanager.WaitForAPIServer(c.Client, time.Minute); err != nil {
+		return fmt.Errorf("controller manager: %w", err)
+	}
 	cctx, err := app.CreateControllerContext(ctx, c, root, builder)
 	if err != nil {
 		return fmt.Errorf("controller manager: %w", err)
 	}
+	defer cctx.InformerFactory.Shutdown()
 	descriptors := app.NewControllerDescriptors()
 	// The service-account token controller comes first, with the root
 	// client, as upstream starts it (its descriptor cannot be built from
@@ -166,16 +179,22 @@ func runControllers(ctx context.Context, c *kcmconfig.CompletedConfig) error {
 			return err
 		}
 	}
-	// Its placeholder descriptor (no client builder) must not be started.
+	// Its placeholder descriptor (no client builder) must not be built.
 	delete(descriptors, names.ServiceAccountTokenController)
-	if err := app.StartControllers(ctx, cctx, descriptors, nil, controllerhealthz.NewMutableHealthzHandler()); err != nil {
+	controllers, err := app.BuildControllers(ctx, cctx, descriptors, nil, controllerhealthz.NewMutableHealthzHandler())
+	if err != nil {
 		return fmt.Errorf("controller manager: %w", err)
 	}
 	cctx.InformerFactory.Start(ctx.Done())
 	cctx.ObjectOrMetadataInformerFactory.Start(ctx.Done())
 	close(cctx.InformersStarted)
-	<-ctx.Done()
-	cctx.InformerFactory.Shutdown()
+	if len(controllers) == 0 {
+		<-ctx.Done()
+		return nil
+	}
+	if !app.RunControllers(ctx, cctx, controllers, app.ControllerStartJitter, c.ControllerShutdownTimeout) {
+		return errors.New("controller manager: controllers did not stop within --controller-shutdown-timeout")
+	}
 	return nil
 }
 

@@ -271,8 +271,8 @@ func TestEtcdctl_Watch(t *testing.T) {
 				events = append(events, resp.Events...)
 			}
 			want := []*mvccpb.Event{
-				{Type: mvccpb.PUT, Kv: &mvccpb.KeyValue{Key: []byte("w/b"), Value: []byte("2"), CreateRevision: r.at(2), ModRevision: r.at(2), Version: 1}},
-				{Type: mvccpb.DELETE, Kv: &mvccpb.KeyValue{Key: []byte("w/b"), ModRevision: r.at(5)}},
+				{Type: mvccpb.Event_PUT, Kv: &mvccpb.KeyValue{Key: []byte("w/b"), Value: []byte("2"), CreateRevision: r.at(2), ModRevision: r.at(2), Version: 1}},
+				{Type: mvccpb.Event_DELETE, Kv: &mvccpb.KeyValue{Key: []byte("w/b"), ModRevision: r.at(5)}},
 			}
 			if len(events) != len(want) {
 				t.Fatalf("watch -w json: %d events, want %d: %v", len(events), len(want), events)
