@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -180,6 +181,20 @@ type Server struct {
 	converters *crdConverters
 }
 
+// KubernetesVersion is the version of k8s.io/kubernetes this binary is
+// built with (go.mod's), which the server reports as its own, as
+// kube-apiserver of that release would.
+func KubernetesVersion() string {
+	if info, ok := debug.ReadBuildInfo(); ok {
+		for _, m := range info.Deps {
+			if m.Path == "k8s.io/kubernetes" {
+				return m.Version
+			}
+		}
+	}
+	return "v0.0.0-unknown"
+}
+
 // New builds the server and its storage (a watch cache per resource).
 // Close it when done.
 func New(cfg Config) (*Server, error) {
@@ -187,7 +202,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, errors.New("apiserver: a storage client is required")
 	}
 	if cfg.Version == "" {
-		cfg.Version = "v1.34.2"
+		cfg.Version = KubernetesVersion()
 	}
 	s := &Server{cfg: cfg, api: &handlers.API{
 		Subresources: subresources.Table(), Scale: subresources.Scale,

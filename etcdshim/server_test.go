@@ -20,6 +20,7 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/sqlkube/sqlkube/etcdshim"
 	"github.com/sqlkube/sqlkube/etcdshim/sqlstore"
@@ -514,8 +515,8 @@ func TestWatch_FragmentLargeRevision(t *testing.T) {
 			}
 			got[id] += len(resp.Events)
 			fragments[id]++
-			if resp.Size() > etcdshim.MaxRequestBytes+64<<10 {
-				t.Errorf("fragment of %d bytes, want about %d at most", resp.Size(), etcdshim.MaxRequestBytes)
+			if n := proto.Size(resp); n > etcdshim.MaxRequestBytes+64<<10 {
+				t.Errorf("fragment of %d bytes, want about %d at most", n, etcdshim.MaxRequestBytes)
 			}
 			if last := got[id] >= n; resp.Fragment == last {
 				t.Errorf("watch %d: fragment %d (%d events so far of %d) has Fragment=%v", id, fragments[id], got[id], n, resp.Fragment)

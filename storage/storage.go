@@ -24,11 +24,13 @@ import (
 	"go.uber.org/zap"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	genericfeatures "k8s.io/apiserver/pkg/features"
 	k8sstorage "k8s.io/apiserver/pkg/storage"
 	"k8s.io/apiserver/pkg/storage/etcd3"
 	etcdfeature "k8s.io/apiserver/pkg/storage/feature"
 	"k8s.io/apiserver/pkg/storage/value"
 	"k8s.io/apiserver/pkg/storage/value/encrypt/identity"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/utils/clock"
 
 	"github.com/sqlkube/sqlkube/etcdshim"
@@ -147,8 +149,16 @@ func NewStore(c *kubernetes.Client, o Options) (k8sstorage.Interface, error) {
 		leases.ReuseDurationSeconds = o.LeaseReuseDurationSeconds
 	}
 	versioner := k8sstorage.APIObjectVersioner{}
+	transformer, decoder := o.Transformer, etcd3.NewDefaultDecoder(o.Codec, versioner)
+	// As kube-apiserver's storage factory: while the gate is on (Beta and on
+	// by default since 1.37), an object that cannot be read back is
+	// reported as corrupt, which lets a delete that asks for it remove it.
+	if utilfeature.DefaultFeatureGate.Enabled(genericfeatures.AllowUnsafeMalformedObjectDeletion) {
+		transformer = etcd3.WithCorruptObjErrorHandlingTransformer(transformer)
+		decoder = etcd3.WithCorruptObjErrorHandlingDecoder(decoder)
+	}
 	store, err := etcd3.New(c, o.Compactor, o.Codec, o.NewFunc, o.NewListFunc, o.Prefix, o.ResourcePrefix, o.GroupResource,
-		o.Transformer, leases, etcd3.NewDefaultDecoder(o.Codec, versioner), versioner)
+		transformer, leases, decoder, versioner)
 	if err != nil {
 		return nil, fmt.Errorf("storage: %w", err)
 	}

@@ -197,7 +197,10 @@ func StrategyCreate(ctx context.Context, r *Resource, obj runtime.Object) (Strat
 		return StrategyResult{}, err
 	}
 	st.PrepareForCreate(ctx, in)
-	res := StrategyResult{Errs: st.Validate(ctx, in)}
+	// rest.ValidateCreate: the strategy's validation, then ObjectMeta's,
+	// then the type's declarative (+k8s: tag) rules, as kube-apiserver runs
+	// them; the last need the request's RequestInfo in ctx.
+	res := StrategyResult{Errs: rest.ValidateCreate(ctx, in, st)}
 	if len(res.Errs) == 0 {
 		res.Warnings = st.WarningsOnCreate(ctx, in)
 	}
@@ -262,7 +265,9 @@ func StrategyUpdate(ctx context.Context, r *Resource, subresource string, existi
 			}
 		}
 	}
-	res := StrategyResult{Errs: st.ValidateUpdate(ctx, newIn, oldIn)}
+	// rest.ValidateUpdate: common fields, the strategy's validation and
+	// the declarative rules, as for create.
+	res := StrategyResult{Errs: rest.ValidateUpdate(ctx, newIn, oldIn, st)}
 	if len(res.Errs) == 0 {
 		res.Warnings = st.WarningsOnUpdate(ctx, newIn, oldIn)
 	}

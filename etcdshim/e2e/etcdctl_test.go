@@ -467,7 +467,7 @@ func TestEtcdctl_Maintenance(t *testing.T) {
 
 		var status []struct {
 			Endpoint string
-			Status   pb.StatusResponse
+			Status   *pb.StatusResponse
 		}
 		s.ctlJSON(t, &status, "endpoint", "status")
 		if len(status) != 1 {

@@ -145,10 +145,13 @@ var components = []struct{ prefix, name string }{
 	{"github.com/sqlkube/sqlkube/controllers/", "controller-manager"},
 	{"k8s.io/kubernetes/pkg/scheduler/", "scheduler"},
 	{"k8s.io/kubernetes/cmd/kube-scheduler/", "scheduler"},
+	{"k8s.io/kube-scheduler/", "scheduler"}, // the framework's interfaces, since 1.35
 	{"github.com/sqlkube/sqlkube/scheduler", "scheduler"},
 	{"k8s.io/kubernetes/pkg/kubelet/", "kubelet"},
 	{"k8s.io/kubernetes/pkg/volume/", "kubelet"},
 	{"k8s.io/kubernetes/cmd/kubelet/", "kubelet"},
+	{"k8s.io/cri-client/", "kubelet"},
+	{"k8s.io/cri-streaming/", "kubelet"},
 	{"github.com/sqlkube/sqlkube/node/kubelet", "kubelet"},
 	{"k8s.io/kubernetes/pkg/proxy/", "kube-proxy"},
 	{"k8s.io/kubernetes/cmd/kube-proxy/", "kube-proxy"},

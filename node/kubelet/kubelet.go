@@ -30,6 +30,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/opencontainers/cgroups"
 	"github.com/rs/zerolog"
 	"github.com/spf13/pflag"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -176,6 +177,13 @@ func server(o Options, flagOut io.Writer) (*options.KubeletServer, error) {
 	kc.CgroupsPerQOS = false
 	kc.EnforceNodeAllocatable = []string{}
 	kc.FailSwapOn = false
+	// Since 1.35 the kubelet refuses cgroup v1 hosts by default; it still
+	// runs on them, and many hosts are still v1, so on one it is let run
+	// (Run says so once; --kubelet-arg=--fail-cgroupv1 restores upstream's
+	// refusal). cgroup v2 hosts keep upstream's default.
+	if !cgroupsV2() {
+		kc.FailCgroupV1 = false
+	}
 	kc.ResolverConfig = "/etc/resolv.conf"
 	kc.SerializeImagePulls = false
 	// Node status as kubelets report it now: the Lease every 10 s, the
@@ -261,6 +269,9 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
+	if !cgroupsV2() {
+		o.Log.Warn().Msg("this host runs cgroup v1, which Kubernetes deprecated in 1.35; the kubelet is started with failCgroupV1=false")
+	}
 	if err := waitPortFree(ctx, s.Address, s.Port, portWait); err != nil {
 		if ctx.Err() != nil {
 			return nil // stopped before it started
@@ -277,6 +288,10 @@ func Run(ctx context.Context, o Options) error {
 	childproc.Supervise(ctx, childproc.Options{Name: "kubelet", Argv: append(slices.Clip(o.Command), file), Log: o.Log})
 	return nil
 }
+
+// cgroupsV2 tells whether the host mounts the cgroup v2 unified hierarchy
+// at /sys/fs/cgroup, as the kubelet's own check does.
+func cgroupsV2() bool { return cgroups.IsCgroup2UnifiedMode() }
 
 // waitPortFree waits up to d for the kubelet's port to be free.
 func waitPortFree(ctx context.Context, address string, port int32, d time.Duration) error {

@@ -87,17 +87,17 @@ func TestPortFree(t *testing.T) {
 // are checked, never set in the node agent (which may be the API server).
 func TestServer_LeavesThisProcessFeatureGates(t *testing.T) {
 	dir := t.TempDir()
-	before := utilfeature.DefaultFeatureGate.Enabled(features.KubeletPSI)
-	o := Options{Dir: dir, Kubeconfig: "kc", RuntimeEndpoint: "unix:///c.sock", ExtraArgs: []string{fmt.Sprintf("--feature-gates=KubeletPSI=%t", !before)}}
+	before := utilfeature.DefaultFeatureGate.Enabled(features.KubeletSeparateDiskGC)
+	o := Options{Dir: dir, Kubeconfig: "kc", RuntimeEndpoint: "unix:///c.sock", ExtraArgs: []string{fmt.Sprintf("--feature-gates=KubeletSeparateDiskGC=%t", !before)}}
 	s, err := Server(o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := s.FeatureGates["KubeletPSI"]; got == before {
-		t.Errorf("the kubelet's configuration has KubeletPSI=%t, want %t", got, !before)
+	if got := s.FeatureGates["KubeletSeparateDiskGC"]; got == before {
+		t.Errorf("the kubelet's configuration has KubeletSeparateDiskGC=%t, want %t", got, !before)
 	}
-	if utilfeature.DefaultFeatureGate.Enabled(features.KubeletPSI) != before {
-		t.Errorf("Server changed this process's KubeletPSI gate")
+	if utilfeature.DefaultFeatureGate.Enabled(features.KubeletSeparateDiskGC) != before {
+		t.Errorf("Server changed this process's KubeletSeparateDiskGC gate")
 	}
 	o.ExtraArgs = []string{"--feature-gates=NoSuchGate=true"}
 	if _, err := Server(o); err == nil || !strings.Contains(err.Error(), "NoSuchGate") {
