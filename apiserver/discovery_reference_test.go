@@ -15,12 +15,12 @@ import (
 	"k8s.io/client-go/rest"
 )
 
-// referenceDir holds what kube-apiserver v1.34.2 serves with default flags
+// referenceDir holds what kube-apiserver v1.37.2 serves with default flags
 // (see testdata/README.md for how it was captured).
-const referenceDir = "testdata/kube-apiserver-v1.34.2"
+const referenceDir = "testdata/kube-apiserver-v1.37.2"
 
 // deliberateExtras are resources sqlkube serves that kube-apiserver
-// v1.34.2 does not by default, and why.
+// v1.37.2 does not by default, and why.
 var deliberateExtras = map[string]string{
 	"authentication.k8s.io/v1beta1 selfsubjectreviews": "kubectl 1.27's `auth whoami` asks for v1beta1 (v1 is preferred, so `kubectl api-resources` is unchanged)",
 }
@@ -192,7 +192,7 @@ func compareRows(gotName string, got, want map[string]discoveryRow, extras map[s
 }
 
 // TestDiscovery_MatchesKubeAPIServer: sqlkube's discovery lists the same
-// resources as kube-apiserver v1.34.2 with default flags: for each group's
+// resources as kube-apiserver v1.37.2 with default flags: for each group's
 // preferred version what `kubectl api-resources -o wide` prints (name,
 // short names, group/version, namespaced, kind, verbs, categories), and
 // the same fields for every served group-version (autoscaling/v1, say).
@@ -205,14 +205,14 @@ func TestDiscovery_MatchesKubeAPIServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	if diffs := compareRows("sqlkube", preferred, parseAPIResources(t, string(text)), deliberateExtras); len(diffs) > 0 {
-		t.Errorf("kubectl api-resources -o wide differs from kube-apiserver v1.34.2's (%d):\n%s", len(diffs), strings.Join(diffs, "\n"))
+		t.Errorf("kubectl api-resources -o wide differs from kube-apiserver v1.37.2's (%d):\n%s", len(diffs), strings.Join(diffs, "\n"))
 	}
 	refAll, refPreferred := discoveryRows(readReference(t, "discovery-api.json"), readReference(t, "discovery-apis.json"))
 	if diffs := compareRows("its discovery", refPreferred, parseAPIResources(t, string(text)), nil); len(diffs) > 0 {
 		t.Fatalf("the reference's discovery and api-resources disagree:\n%s", strings.Join(diffs, "\n"))
 	}
 	if diffs := compareRows("sqlkube", all, refAll, deliberateExtras); len(diffs) > 0 {
-		t.Errorf("discovery of every group-version differs from kube-apiserver v1.34.2's (%d):\n%s", len(diffs), strings.Join(diffs, "\n"))
+		t.Errorf("discovery of every group-version differs from kube-apiserver v1.37.2's (%d):\n%s", len(diffs), strings.Join(diffs, "\n"))
 	}
 	// Subresources too, but for those not served yet (listed).
 	got, want := subresourceRows(core, groups), subresourceRows(readReference(t, "discovery-api.json"), readReference(t, "discovery-apis.json"))
@@ -232,6 +232,6 @@ func TestDiscovery_MatchesKubeAPIServer(t *testing.T) {
 	}
 	slices.Sort(diffs)
 	if len(diffs) > 0 {
-		t.Errorf("subresources differ from kube-apiserver v1.34.2's (%d):\n%s", len(diffs), strings.Join(diffs, "\n"))
+		t.Errorf("subresources differ from kube-apiserver v1.37.2's (%d):\n%s", len(diffs), strings.Join(diffs, "\n"))
 	}
 }

@@ -19,13 +19,13 @@ func normalizedLines(text string) []string {
 }
 
 // TestKubectl_APIResources: `kubectl api-resources -o wide` prints what it
-// prints against kube-apiserver v1.34.2 with default flags
-// (../testdata/kube-apiserver-v1.34.2), line for line but for column
+// prints against kube-apiserver v1.37.2 with default flags
+// (../testdata/kube-apiserver-v1.37.2), line for line but for column
 // widths, with each kubectl whose output has the reference's columns; and
 // the resources added for controllers print as tables.
 func TestKubectl_APIResources(t *testing.T) {
 	bins := kubectls(t)
-	want, err := os.ReadFile(filepath.Join("..", "testdata", "kube-apiserver-v1.34.2", "api-resources-wide.txt"))
+	want, err := os.ReadFile(filepath.Join("..", "testdata", "kube-apiserver-v1.37.2", "api-resources-wide.txt"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +38,7 @@ func TestKubectl_APIResources(t *testing.T) {
 			if strings.Fields(strings.SplitN(out, "\n", 2)[0])[6] != "CATEGORIES" {
 				t.Logf("%s prints other columns; not compared:\n%s", name, out)
 			} else if missing, extra := lineDiff(got, wantLines); len(missing)+len(extra) > 0 {
-				t.Errorf("api-resources -o wide differs from kube-apiserver v1.34.2's:\nmissing:\n  %s\nextra:\n  %s",
+				t.Errorf("api-resources -o wide differs from kube-apiserver v1.37.2's:\nmissing:\n  %s\nextra:\n  %s",
 					strings.Join(missing, "\n  "), strings.Join(extra, "\n  "))
 			}
 			out = s.mustKubectl(t, bin, "get", "cs,rc,podtemplates,hpa,sc,csinodes,vac,ingressclasses,ing,netpol,servicecidrs,ipaddresses,runtimeclasses,"+
