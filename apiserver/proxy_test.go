@@ -16,6 +16,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -231,11 +232,11 @@ func asStatus(err error, status *apierrors.APIStatus) bool {
 	return ok
 }
 
-// TestProxy_Services: services/proxy reaches one of the service's
-// Endpoints addresses that is a pod's, on the endpoint port the service
+// TestProxy_Services: services/proxy reaches one of the service's ready
+// EndpointSlice addresses that is a pod's, on the endpoint port the service
 // port names (NAME for an unnamed port, NAME:PORTNAME, NAME:PORT by
-// number, https:NAME:PORT); a service without ready endpoints, or whose
-// addresses are no pods, is a 503.
+// number, https:NAME:PORT); a service without slices or ready endpoints,
+// or whose addresses are no pods, is a 503.
 func TestProxy_Services(t *testing.T) {
 	s := newProxyServer(t)
 	ctx := context.Background()
@@ -248,24 +249,30 @@ func TestProxy_Services(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	endpoints := func(name string, addr corev1.EndpointAddress, ports ...corev1.EndpointPort) {
+	// The service's EndpointSlice, as the EndpointSlice controller writes
+	// it (Kubernetes' service location reads slices since 1.37).
+	endpoints := func(name string, addr discoveryv1.Endpoint, ports ...discoveryv1.EndpointPort) {
 		t.Helper()
-		_, err := s.cs.CoreV1().Endpoints("default").Create(ctx, &corev1.Endpoints{
-			ObjectMeta: metav1.ObjectMeta{Name: name},
-			Subsets:    []corev1.EndpointSubset{{Addresses: []corev1.EndpointAddress{addr}, Ports: ports}},
+		addr.Conditions.Ready = ptr.To(true)
+		_, err := s.cs.DiscoveryV1().EndpointSlices("default").Create(ctx, &discoveryv1.EndpointSlice{
+			ObjectMeta:  metav1.ObjectMeta{Name: name + "-abcde", Labels: map[string]string{discoveryv1.LabelServiceName: name}},
+			AddressType: discoveryv1.AddressTypeIPv4, Endpoints: []discoveryv1.Endpoint{addr}, Ports: ports,
 		}, metav1.CreateOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
 	}
-	webPod := corev1.EndpointAddress{IP: testPodIP, TargetRef: &corev1.ObjectReference{Kind: "Pod", Namespace: "default", Name: "web"}}
+	port := func(name string, number int32) discoveryv1.EndpointPort {
+		return discoveryv1.EndpointPort{Name: ptr.To(name), Port: ptr.To(number), Protocol: ptr.To(corev1.ProtocolTCP)}
+	}
+	webPod := discoveryv1.Endpoint{Addresses: []string{testPodIP}, TargetRef: &corev1.ObjectReference{Kind: "Pod", Namespace: "default", Name: "web"}}
 	svc("frontend", corev1.ServicePort{Port: 80, TargetPort: intstr.FromInt32(s.httpPort)})
-	endpoints("frontend", webPod, corev1.EndpointPort{Port: s.httpPort})
+	endpoints("frontend", webPod, port("", s.httpPort))
 	svc("multi", corev1.ServicePort{Name: "http", Port: 80, TargetPort: intstr.FromInt32(s.httpPort)},
 		corev1.ServicePort{Name: "tls", Port: 443, TargetPort: intstr.FromInt32(s.httpsPort)})
-	endpoints("multi", webPod, corev1.EndpointPort{Name: "http", Port: s.httpPort}, corev1.EndpointPort{Name: "tls", Port: s.httpsPort})
+	endpoints("multi", webPod, port("http", s.httpPort), port("tls", s.httpsPort))
 	svc("nopods", corev1.ServicePort{Port: 80})
-	endpoints("nopods", corev1.EndpointAddress{IP: testPodIP}, corev1.EndpointPort{Port: s.httpPort})
+	endpoints("nopods", discoveryv1.Endpoint{Addresses: []string{testPodIP}}, port("", s.httpPort))
 	svc("empty", corev1.ServicePort{Port: 80})
 
 	base := "/api/v1/namespaces/default/services/"
@@ -293,7 +300,7 @@ func TestProxy_Services(t *testing.T) {
 		{"multi/proxy/", http.StatusServiceUnavailable, "no endpoints available"}, // no unnamed port
 		{"multi:8080/proxy/", http.StatusServiceUnavailable, "no service port 8080"},
 		{"nopods/proxy/", http.StatusServiceUnavailable, "no endpoints available"},
-		{"empty/proxy/", http.StatusNotFound, `endpoints "empty" not found`},
+		{"empty/proxy/", http.StatusServiceUnavailable, "no endpoints available"},
 		{"missing:80/proxy/", http.StatusNotFound, `services "missing" not found`},
 	} {
 		_, err := rawGet(s.cs, base+tc.path)
