@@ -13,9 +13,9 @@
 // per network namespace: two would rewrite each other's rules.
 //
 // It runs in a child process (Run), not in the node agent's: kube-proxy
-// ends its process with os.Exit when the node's pod CIDR changes (its
-// node manager, with NodeCIDR local detection), counting on a supervisor
-// to start it again with the new one. Run is that supervisor, and the
+// ends its process with os.Exit when the node's pod CIDR or (since 1.37)
+// its addresses change, or its Node is deleted (its node manager),
+// counting on a supervisor to start it again with the new values. Run is that supervisor, and the
 // node agent (which may be `sqlkube server`, the whole control plane)
 // never ends with it.
 package kubeproxy
