@@ -7,5 +7,7 @@
 // The package holds tests only: each upstream RunTest* function the cacher
 // package's own tests run is run here with the same arguments and feature
 // gates. The few helpers upstream writes against the cacher's internals (its
-// compaction callbacks) are redone through public behaviour.
+// compaction callbacks) are redone through public behaviour. Upstream's
+// RunBenchmark* functions are benchmarks, not conformance checks, and are
+// not run here; sqlkube's storage benchmarks are in package storage.
 package cacherconformance

@@ -2,13 +2,14 @@ package cacherconformance
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/rs/zerolog"
 	"go.etcd.io/etcd/client/v3/kubernetes"
-	"k8s.io/apimachinery/pkg/api/apitesting"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apiserver/pkg/apis/example"
 	examplev1 "k8s.io/apiserver/pkg/apis/example/v1"
@@ -25,7 +27,10 @@ import (
 	"k8s.io/apiserver/pkg/storage/etcd3"
 	etcdfeature "k8s.io/apiserver/pkg/storage/feature"
 	storagetesting "k8s.io/apiserver/pkg/storage/testing"
+	"k8s.io/apiserver/pkg/storage/value"
+	"k8s.io/apiserver/pkg/storage/value/encrypt/identity"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	clientfeatures "k8s.io/client-go/features"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/sqlkube/sqlkube/etcdshim"
@@ -37,12 +42,17 @@ import (
 var (
 	scheme = runtime.NewScheme()
 	codecs = serializer.NewCodecFactory(scheme)
+	// protoCodec stores examplev1 pods as protobuf, as upstream's cacher
+	// tests do.
+	protoCodec runtime.Codec
 )
 
 func init() {
 	metav1.AddToGroupVersion(scheme, metav1.SchemeGroupVersion)
 	utilruntime.Must(example.AddToScheme(scheme))
 	utilruntime.Must(examplev1.AddToScheme(scheme))
+	pb := protobuf.NewSerializer(scheme, scheme)
+	protoCodec = codecs.CodecForVersions(pb, pb, schema.GroupVersions{examplev1.SchemeGroupVersion}, nil)
 }
 
 // compactRevKey is where the apiserver's compactor records the last
@@ -59,6 +69,10 @@ type setupOptions struct {
 	keyFunc        func(runtime.Object) (string, error)
 	indexerFuncs   storage.IndexerFuncs
 	indexers       cache.Indexers
+	// codec and transformer are the store's and the cacher's (default:
+	// protoCodec, and the identity transformer as NewStore's default).
+	codec       runtime.Codec
+	transformer value.Transformer
 	// fanout serves the env's watches from sqlkube's fan-out ring
 	// (storage.Fanout, as storage.NewCached does) instead of the watch
 	// cache's own watchers.
@@ -66,6 +80,16 @@ type setupOptions struct {
 }
 
 type setupOption func(*setupOptions)
+
+// withCodec stores and caches objects with codec.
+func withCodec(codec runtime.Codec) setupOption {
+	return func(o *setupOptions) { o.codec = codec }
+}
+
+// withTransformer stores values through transformer.
+func withTransformer(transformer value.Transformer) setupOption {
+	return func(o *setupOptions) { o.transformer = transformer }
+}
 
 // withClusterScopedKeyFunc keys objects by name only.
 func withClusterScopedKeyFunc(o *setupOptions) {
@@ -119,7 +143,7 @@ type env struct {
 // must be set before calling it.
 func newEnv(t *testing.T, opts ...setupOption) *env {
 	t.Helper()
-	o := setupOptions{resourcePrefix: "/pods"}
+	o := setupOptions{resourcePrefix: "/pods/", codec: protoCodec, transformer: identity.NewEncryptCheckTransformer()}
 	o.keyFunc = func(obj runtime.Object) (string, error) { return storage.NamespaceKeyFunc(o.resourcePrefix, obj) }
 	for _, opt := range opts {
 		opt(&o)
@@ -146,11 +170,12 @@ func newEnv(t *testing.T, opts ...setupOption) *env {
 	compactor := sqlkubestorage.NewCompactor(client, 0)
 	t.Cleanup(compactor.Stop)
 	s, err := sqlkubestorage.NewStore(client, sqlkubestorage.Options{
-		Codec:          apitesting.TestCodec(codecs, examplev1.SchemeGroupVersion),
+		Codec:          o.codec,
 		NewFunc:        newPod,
 		NewListFunc:    newPodList,
-		ResourcePrefix: "/pods",
+		ResourcePrefix: "/pods/",
 		GroupResource:  schema.GroupResource{Resource: "pods"},
+		Transformer:    o.transformer,
 		Compactor:      compactor,
 	})
 	if err != nil {
@@ -158,13 +183,19 @@ func newEnv(t *testing.T, opts ...setupOption) *env {
 	}
 	t.Cleanup(s.(interface{ Close() }).Close)
 
-	// Inject one list error so that the cacher's relist path runs too.
-	injecting := &storagetesting.StorageInjectingListErrors{Interface: s, Errors: 1}
+	// Inject one list error so that the cacher's relist path runs too,
+	// unless the cacher's reflector starts with a watch-list instead of a
+	// list (client-go's WatchListClient), as upstream.
+	listErrors := 1
+	if clientfeatures.FeatureGates().Enabled(clientfeatures.WatchListClient) {
+		listErrors = 0
+	}
+	injecting := &storagetesting.StorageInjectingListErrors{Interface: s, Errors: listErrors}
 	store := &relistingStore{Interface: injecting}
 	c, err := sqlkubestorage.NewCacher(sqlkubestorage.CacherOptions{
 		Store: store,
 		Options: sqlkubestorage.Options{
-			Codec:          codecs.LegacyCodec(examplev1.SchemeGroupVersion),
+			Codec:          o.codec,
 			NewFunc:        newPod,
 			NewListFunc:    newPodList,
 			ResourcePrefix: o.resourcePrefix,
@@ -253,12 +284,14 @@ func podAttrs(obj runtime.Object) (labels.Set, fields.Set, error) {
 }
 
 // increaseRV moves the etcd revision forward with a write outside the
-// cached keys.
+// cached keys and returns the revision of the write.
 func (e *env) increaseRV() storagetesting.IncreaseRVFunc {
-	return func(ctx context.Context, t *testing.T) {
-		if _, err := e.client.KV.Put(ctx, "increaseRV", "ok"); err != nil {
+	return func(ctx context.Context, t *testing.T) int64 {
+		resp, err := e.client.KV.Put(ctx, "increaseRV", "ok")
+		if err != nil {
 			t.Fatalf("put increaseRV: %v", err)
 		}
+		return resp.Header.Revision
 	}
 }
 
@@ -366,4 +399,35 @@ func (e *env) withCreateWrapper(t *testing.T) storage.Interface {
 		t.Fatalf("cacher not ready: %v", err)
 	}
 	return createWrapper{e.cacher}
+}
+
+// failingTransformer cannot read values back while its fail switch
+// (setFailing) is on.
+type failingTransformer struct {
+	value.Transformer
+	fail atomic.Bool
+}
+
+func (f *failingTransformer) setFailing(fail bool) { f.fail.Store(fail) }
+
+func (f *failingTransformer) TransformFromStorage(ctx context.Context, data []byte, dataCtx value.Context) ([]byte, bool, error) {
+	if f.fail.Load() {
+		return nil, false, errors.New("bits flipped")
+	}
+	return f.Transformer.TransformFromStorage(ctx, data, dataCtx)
+}
+
+// failingCodec decodes nothing while its fail switch (setFailing) is on.
+type failingCodec struct {
+	runtime.Codec
+	fail atomic.Bool
+}
+
+func (c *failingCodec) setFailing(fail bool) { c.fail.Store(fail) }
+
+func (c *failingCodec) Decode(data []byte, defaults *schema.GroupVersionKind, into runtime.Object) (runtime.Object, *schema.GroupVersionKind, error) {
+	if c.fail.Load() {
+		return nil, nil, errors.New("bits flipped")
+	}
+	return c.Codec.Decode(data, defaults, into)
 }

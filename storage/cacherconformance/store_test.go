@@ -5,9 +5,8 @@ import (
 	"fmt"
 	"testing"
 
-	"k8s.io/apimachinery/pkg/util/version"
-	examplev1 "k8s.io/apiserver/pkg/apis/example/v1"
 	"k8s.io/apiserver/pkg/features"
+	"k8s.io/apiserver/pkg/storage/etcd3"
 	storagetesting "k8s.io/apiserver/pkg/storage/testing"
 	"k8s.io/apiserver/pkg/storage/value/encrypt/identity"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
@@ -109,6 +108,41 @@ func TestDeleteWithConflict(t *testing.T) {
 	})
 }
 
+func TestDeleteWithConflictAndMissingExpectedTransformOrDecodeError(t *testing.T) {
+	featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, features.AllowUnsafeMalformedObjectDeletion, true)
+	transformer := &failingTransformer{Transformer: identity.NewEncryptCheckTransformer()}
+	run(t, func(ctx context.Context, t *testing.T, e *env) {
+		storagetesting.RunTestDeleteWithConflictAndMissingExpectedTransformOrDecodeError(ctx, t, e.cacher, transformer.setFailing)
+	}, withTransformer(transformer))
+}
+
+func TestDeleteWithConflictAndExpectedTransformError(t *testing.T) {
+	featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, features.AllowUnsafeMalformedObjectDeletion, true)
+	transformer := &failingTransformer{Transformer: identity.NewEncryptCheckTransformer()}
+	run(t, func(ctx context.Context, t *testing.T, e *env) {
+		storagetesting.RunTestDeleteExpectedTransformOrDecodeError(ctx, t, e.cacher, transformer.setFailing)
+	}, withTransformer(transformer))
+}
+
+func TestDeleteWithConflictAndExpectedDecodeError(t *testing.T) {
+	featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, features.AllowUnsafeMalformedObjectDeletion, true)
+	// The object the test cannot decode is deleted, and the store's watch
+	// sees it go: let its decode error through instead of panicking, as
+	// upstream.
+	etcd3.TestOnlySetFatalOnDecodeError(t, false)
+	codec := &failingCodec{Codec: protoCodec}
+	run(t, func(ctx context.Context, t *testing.T, e *env) {
+		storagetesting.RunTestDeleteExpectedTransformOrDecodeError(ctx, t, e.cacher, codec.setFailing)
+	}, withCodec(codec))
+}
+
+func TestDeleteWithSuggestionAndMissingExpectedTransformOrDecodeError(t *testing.T) {
+	featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, features.AllowUnsafeMalformedObjectDeletion, true)
+	run(t, func(ctx context.Context, t *testing.T, e *env) {
+		storagetesting.RunTestDeleteWithSuggestionAndMissingExpectedTransformOrDecodeError(ctx, t, e.cacher)
+	})
+}
+
 func TestPreconditionalDeleteWithSuggestion(t *testing.T) {
 	run(t, func(ctx context.Context, t *testing.T, e *env) {
 		storagetesting.RunTestPreconditionalDeleteWithSuggestion(ctx, t, e.cacher)
@@ -127,37 +161,32 @@ func TestListPaging(t *testing.T) {
 	})
 }
 
-// TestLists runs the list tests with consistent lists served from the cache
-// or from etcd, and with or without cache snapshots.
+// TestLists runs the list tests with and without cache snapshots.
+// Consistent lists are always served from the cache (ConsistentListFromCache
+// is GA).
 func TestLists(t *testing.T) {
-	for _, consistentRead := range []bool{true, false} {
-		for _, listFromCacheSnapshot := range []bool{true, false} {
-			t.Run(fmt.Sprintf("ConsistentListFromCache=%v,ListFromCacheSnapshot=%v", consistentRead, listFromCacheSnapshot), func(t *testing.T) {
-				featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, features.ListFromCacheSnapshot, listFromCacheSnapshot)
-				if !consistentRead {
-					featuregatetesting.SetFeatureGateEmulationVersionDuringTest(t, utilfeature.DefaultFeatureGate, version.MustParse("1.33"))
-					featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, features.ConsistentListFromCache, false)
-				}
-				t.Run("List", func(t *testing.T) {
-					t.Parallel()
-					run(t, func(ctx context.Context, t *testing.T, e *env) {
-						storagetesting.RunTestList(ctx, t, e.cacher, e.compactStore(), true, e.recorder)
-					})
-				})
-				t.Run("ConsistentList", func(t *testing.T) {
-					t.Parallel()
-					run(t, func(ctx context.Context, t *testing.T, e *env) {
-						storagetesting.RunTestConsistentList(ctx, t, e.cacher, e.increaseRV(), true, consistentRead, listFromCacheSnapshot)
-					})
-				})
-				t.Run("GetListNonRecursive", func(t *testing.T) {
-					t.Parallel()
-					run(t, func(ctx context.Context, t *testing.T, e *env) {
-						storagetesting.RunTestGetListNonRecursive(ctx, t, e.increaseRV(), e.cacher)
-					})
+	for _, listFromCacheSnapshot := range []bool{true, false} {
+		t.Run(fmt.Sprintf("ListFromCacheSnapshot=%v", listFromCacheSnapshot), func(t *testing.T) {
+			featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, features.ListFromCacheSnapshot, listFromCacheSnapshot)
+			t.Run("List", func(t *testing.T) {
+				t.Parallel()
+				run(t, func(ctx context.Context, t *testing.T, e *env) {
+					storagetesting.RunTestList(ctx, t, e.cacher, e.compactStore(), true, e.recorder)
 				})
 			})
-		}
+			t.Run("ConsistentList", func(t *testing.T) {
+				t.Parallel()
+				run(t, func(ctx context.Context, t *testing.T, e *env) {
+					storagetesting.RunTestConsistentList(ctx, t, e.cacher, e.increaseRV(), true, true, listFromCacheSnapshot)
+				})
+			})
+			t.Run("GetListNonRecursive", func(t *testing.T) {
+				t.Parallel()
+				run(t, func(ctx context.Context, t *testing.T, e *env) {
+					storagetesting.RunTestGetListNonRecursive(ctx, t, e.increaseRV(), e.cacher)
+				})
+			})
+		})
 	}
 }
 
@@ -223,8 +252,14 @@ func TestStats(t *testing.T) {
 		t.Run(fmt.Sprintf("SizeBasedListCostEstimate=%v", sizeBased), func(t *testing.T) {
 			featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, features.SizeBasedListCostEstimate, sizeBased)
 			run(t, func(ctx context.Context, t *testing.T, e *env) {
-				storagetesting.RunTestStats(ctx, t, e.cacher, codecs.LegacyCodec(examplev1.SchemeGroupVersion), identity.NewEncryptCheckTransformer(), sizeBased)
+				storagetesting.RunTestStats(ctx, t, e.cacher, protoCodec, identity.NewEncryptCheckTransformer(), sizeBased)
 			})
 		})
 	}
+}
+
+func TestKeySchema(t *testing.T) {
+	run(t, func(ctx context.Context, t *testing.T, e *env) {
+		storagetesting.RunTestKeySchema(ctx, t, e.cacher)
+	})
 }

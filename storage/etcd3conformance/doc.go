@@ -8,5 +8,7 @@
 // package's own tests run is run here, once per backend and per way down to
 // the server, against a fresh database: over gRPC (storage.Remote), exactly
 // as kube-apiserver would reach it, and in-process (storage.Local), as
-// sqlkube's own apiserver does.
+// sqlkube's own apiserver does. Upstream's RunBenchmark* functions are
+// benchmarks sized for an in-memory etcd, not conformance checks, and are
+// not run here; sqlkube's storage benchmarks are in package storage.
 package etcd3conformance

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -25,6 +26,7 @@ import (
 	"k8s.io/apiserver/pkg/features"
 	"k8s.io/apiserver/pkg/storage"
 	"k8s.io/apiserver/pkg/storage/etcd3"
+	etcdfeature "k8s.io/apiserver/pkg/storage/feature"
 	storagetesting "k8s.io/apiserver/pkg/storage/testing"
 	"k8s.io/apiserver/pkg/storage/value"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
@@ -68,6 +70,12 @@ type setupOptions struct {
 	progressNotifyInterval time.Duration
 	// serial runs the ways and backends one after the other.
 	serial bool
+	// bareEtcd3 builds the store with etcd3.New as upstream's tests do,
+	// instead of with storage.NewStore.
+	bareEtcd3 bool
+	// unsafeCorruptObjectDeletion wraps the store in
+	// etcd3.NewStoreWithUnsafeCorruptObjectDeletion.
+	unsafeCorruptObjectDeletion bool
 }
 
 type setupOption func(*setupOptions)
@@ -101,6 +109,25 @@ func serially() setupOption {
 	return func(o *setupOptions) { o.serial = true }
 }
 
+// withBareEtcd3 builds the store as upstream's etcd3 tests do: etcd3.New
+// given the test's transformer and decoder as they are. While
+// AllowUnsafeMalformedObjectDeletion is on (the default since 1.37),
+// storage.NewStore, like kube-apiserver's storage factory, has the store
+// take any value it cannot transform or decode for a corrupt object, which
+// lists then collect instead of failing on the first; a few upstream tests
+// expect the bare store's errors.
+func withBareEtcd3() setupOption {
+	return func(o *setupOptions) { o.bareEtcd3 = true }
+}
+
+// withUnsafeCorruptObjectDeletion wraps the store in
+// etcd3.NewStoreWithUnsafeCorruptObjectDeletion, as kube-apiserver's storage
+// factory does while AllowUnsafeMalformedObjectDeletion is on: Get and
+// GetList then report corrupt objects as such.
+func withUnsafeCorruptObjectDeletion() setupOption {
+	return func(o *setupOptions) { o.unsafeCorruptObjectDeletion = true }
+}
+
 // env is one test's world: a fresh database, a sqlkube etcd server on it,
 // an etcd client reaching that server one way, and the apiserver's etcd3
 // storage on that client.
@@ -110,7 +137,7 @@ type env struct {
 	kv          *storagetesting.KVRecorder
 	recorder    *storagetesting.KubernetesRecorder
 	transformer *swappableTransformer
-	codec       runtime.Codec
+	codec       *failingCodec
 }
 
 // newEnv builds an env on backend b reached by w; everything is torn down
@@ -134,41 +161,61 @@ func newEnv(t *testing.T, b sqltest.Backend, w way, opts ...setupOption) *env {
 
 	client := connect(t, srv, w)
 	// Count reads and record lists the way upstream's test server does.
-	kv := storagetesting.NewKVRecorder(client.KV)
 	recorder := storagetesting.NewKubernetesRecorder(client.Kubernetes)
+	kv := storagetesting.NewKVRecorder(client.KV, recorder)
 	client.KV = kv
 	client.Kubernetes = recorder
 
 	compactor := sqlkubestorage.NewCompactor(client, 0)
 	t.Cleanup(compactor.Stop)
 
-	codec := apitesting.TestCodec(codecs, examplev1.SchemeGroupVersion)
+	codec := &failingCodec{Codec: apitesting.TestCodec(codecs, examplev1.SchemeGroupVersion)}
 	transformer := newSwappableTransformer(storagetesting.NewPrefixTransformer([]byte(valuePrefix), false))
-	s, err := sqlkubestorage.NewStore(client, sqlkubestorage.Options{
+	storeOptions := sqlkubestorage.Options{
 		Codec:          codec,
 		NewFunc:        func() runtime.Object { return &example.Pod{} },
 		NewListFunc:    func() runtime.Object { return &example.PodList{} },
 		Prefix:         "/", // keys as the tests name them: /pods/<ns>/<name>
-		ResourcePrefix: "/pods",
+		ResourcePrefix: "/pods/",
 		GroupResource:  schema.GroupResource{Resource: "pods"},
 		Transformer:    transformer,
 		Compactor:      compactor,
 		// Upstream shortens lease reuse to 1s so tests never wait on it.
 		LeaseReuseDurationSeconds: 1,
-	})
+	}
+	var s storage.Interface
+	if o.bareEtcd3 {
+		s, err = newBareEtcd3(client, storeOptions)
+	} else {
+		s, err = sqlkubestorage.NewStore(client, storeOptions)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(s.(interface{ Close() }).Close)
+	etcdStore := s
+	if o.unsafeCorruptObjectDeletion {
+		s = etcd3.NewStoreWithUnsafeCorruptObjectDeletion(s, storeOptions.GroupResource)
+	}
 
 	return &env{
-		store:       &testStore{Interface: s, transformer: transformer},
+		store:       &testStore{Interface: s, etcd: etcdStore, transformer: transformer},
 		client:      client,
 		kv:          kv,
 		recorder:    recorder,
 		transformer: transformer,
 		codec:       codec,
 	}
+}
+
+// newBareEtcd3 builds the etcd3 store from o as storage.NewStore does, but
+// with o's transformer and the default decoder unwrapped.
+func newBareEtcd3(c *kubernetes.Client, o sqlkubestorage.Options) (storage.Interface, error) {
+	leases := etcd3.NewDefaultLeaseManagerConfig()
+	leases.ReuseDurationSeconds = o.LeaseReuseDurationSeconds
+	versioner := storage.APIObjectVersioner{}
+	return etcd3.New(c, o.Compactor, o.Codec, o.NewFunc, o.NewListFunc, o.Prefix, o.ResourcePrefix, o.GroupResource,
+		o.Transformer, leases, etcd3.NewDefaultDecoder(o.Codec, versioner), versioner)
 }
 
 // connect returns a client reaching srv by w, closed when t ends.
@@ -219,11 +266,13 @@ func run(t *testing.T, fn func(ctx context.Context, t *testing.T, e *env), opts 
 	}
 }
 
-// testStore is the etcd3 store with the hooks the suite uses to swap its
-// value transformer (storagetesting.InterfaceWithPrefixTransformer and
-// InterfaceWithCorruptTransformer).
+// testStore is the store under test with the hooks the suite uses to swap
+// its value transformer (storagetesting.InterfaceWithPrefixTransformer and
+// InterfaceWithTransformerOverride).
 type testStore struct {
 	storage.Interface
+	// etcd is the etcd3 store itself, under any wrapping of Interface.
+	etcd        storage.Interface
 	transformer *swappableTransformer
 }
 
@@ -234,15 +283,23 @@ func (s *testStore) UpdatePrefixTransformer(modify storagetesting.PrefixTransfor
 	return s.transformer.swap(modify(&modified))
 }
 
-// CorruptTransformer makes every read fail as if the stored bytes were
-// corrupt, until the returned func is called.
-func (s *testStore) CorruptTransformer() func() {
-	return s.transformer.swap(etcd3.WithCorruptObjErrorHandlingTransformer(corruptedTransformer{s.transformer.base}))
+// UpdateTransformer hands the modifier the transformer in use and uses the
+// result until the returned func is called.
+func (s *testStore) UpdateTransformer(modify storagetesting.TransformerModifier) func() {
+	return s.transformer.swap(modify(s.transformer.current()))
+}
+
+// EnableResourceSizeEstimation turns on the etcd3 store's object size
+// estimates (at most once per store).
+func (s *testStore) EnableResourceSizeEstimation(keys storage.KeysFunc) error {
+	return s.etcd.(interface {
+		EnableResourceSizeEstimation(storage.KeysFunc) error
+	}).EnableResourceSizeEstimation(keys)
 }
 
 var (
-	_ storagetesting.InterfaceWithPrefixTransformer  = (*testStore)(nil)
-	_ storagetesting.InterfaceWithCorruptTransformer = (*testStore)(nil)
+	_ storagetesting.InterfaceWithPrefixTransformer   = (*testStore)(nil)
+	_ storagetesting.InterfaceWithTransformerOverride = (*testStore)(nil)
 )
 
 // swappableTransformer is the transformer the store and its watcher share;
@@ -264,14 +321,16 @@ func (s *swappableTransformer) current() value.Transformer {
 	return s.cur
 }
 
-// swap delegates to t until the returned func restores the base.
-func (s *swappableTransformer) swap(t value.Transformer) func() {
+// swap delegates to t until the returned func restores what it delegated
+// to before.
+func (s *swappableTransformer) swap(t value.Transformer) (restore func()) {
 	s.mu.Lock()
+	prev := s.cur
 	s.cur = t
 	s.mu.Unlock()
 	return func() {
 		s.mu.Lock()
-		s.cur = s.base
+		s.cur = prev
 		s.mu.Unlock()
 	}
 }
@@ -291,6 +350,51 @@ type corruptedTransformer struct {
 
 func (corruptedTransformer) TransformFromStorage(context.Context, []byte, value.Context) ([]byte, bool, error) {
 	return nil, true, errors.New("bits flipped")
+}
+
+// setTransformFailing is the suite's switch for unreadable stored values:
+// while on, every read fails to transform.
+func (e *env) setTransformFailing() func(bool) {
+	var restore func()
+	return func(fail bool) {
+		switch {
+		case fail && restore == nil:
+			restore = e.transformer.swap(corruptedTransformer{e.transformer.base})
+		case !fail && restore != nil:
+			restore()
+			restore = nil
+		}
+	}
+}
+
+// failingCodec is the store's codec; it decodes nothing while its fail
+// switch (setFailing) is on.
+type failingCodec struct {
+	runtime.Codec
+	fail atomic.Bool
+}
+
+func (c *failingCodec) setFailing(fail bool) { c.fail.Store(fail) }
+
+func (c *failingCodec) Decode(data []byte, defaults *schema.GroupVersionKind, into runtime.Object) (runtime.Object, *schema.GroupVersionKind, error) {
+	if c.fail.Load() {
+		return nil, nil, errors.New("bits flipped")
+	}
+	return c.Codec.Decode(data, defaults, into)
+}
+
+// corruptObjectError returns the error the etcd3 store's corrupt object
+// handling makes of a value it cannot transform: the error the suite injects
+// to make stored objects look corrupt (upstream builds etcd3's unexported
+// type directly).
+func corruptObjectError(t *testing.T) error {
+	t.Helper()
+	_, _, err := etcd3.WithCorruptObjErrorHandlingTransformer(corruptedTransformer{}).
+		TransformFromStorage(context.Background(), nil, value.DefaultContext(nil))
+	if err == nil {
+		t.Fatal("the corrupt object handling transformer read a corrupt value")
+	}
+	return err
 }
 
 // checkStorageInvariants checks what the store wrote under key: present,
@@ -323,8 +427,9 @@ func (e *env) checkStorageInvariants() storagetesting.KeyValidation {
 }
 
 // checkStorageCallsInvariants checks how many objects the transformer read
-// and how many Gets reached etcd for a paged list: the store doubles its
-// page size (up to maxListLimit) while pages come back short.
+// and how many reads (Gets and RangeStreams) reached etcd for a paged list:
+// the store doubles its page size (up to maxListLimit) while pages come back
+// short.
 func (e *env) checkStorageCallsInvariants() storagetesting.CallsValidation {
 	return func(t *testing.T, pageSize, estimatedProcessedObjects uint64) {
 		if reads := e.transformer.base.GetReadsAndReset(); reads != estimatedProcessedObjects {
@@ -339,10 +444,37 @@ func (e *env) checkStorageCallsInvariants() storagetesting.CallsValidation {
 				wantGets++
 			}
 		}
-		if gets := e.kv.GetReadsAndReset(); gets != wantGets {
-			t.Fatalf("etcd Gets = %d, want %d", gets, wantGets)
+		if reads := e.kv.GetReadsAndReset() + e.kv.GetStreamReadsAndReset(); reads != wantGets {
+			t.Fatalf("etcd reads = %d, want %d", reads, wantGets)
 		}
 	}
+}
+
+// learnRangeStreamSupport lists once, before the lists a test counts, and
+// forgets the reads. The etcd3 store tries RangeStream first when the
+// EtcdRangeStream gate is on; sqlkube's server answers Unimplemented, which
+// the store remembers process-wide (for 10 minutes) and pages from then on.
+// Upstream's etcd serves RangeStream, so its counts hold no such probe.
+func (e *env) learnRangeStreamSupport(ctx context.Context, t *testing.T) {
+	t.Helper()
+	opts := storage.ListOptions{Predicate: storage.Everything, Recursive: true}
+	if err := e.store.GetList(ctx, "/pods/", opts, &example.PodList{}); err != nil {
+		t.Fatalf("list: %v", err)
+	}
+	e.kv.GetReadsAndReset()
+	e.kv.GetStreamReadsAndReset()
+	e.transformer.base.GetReadsAndReset()
+}
+
+// resetFeatureSupportChecker gives the apiserver's process-wide record of
+// what etcd supports a fresh start for the rest of t, as upstream does for
+// its RangeStream tests: whether RangeStream is served is learnt anew.
+// Tests using it must not run in parallel with others.
+func resetFeatureSupportChecker(t *testing.T) {
+	t.Helper()
+	orig := etcdfeature.DefaultFeatureSupportChecker
+	etcdfeature.DefaultFeatureSupportChecker = etcdfeature.NewDefaultFeatureSupportChecker()
+	t.Cleanup(func() { etcdfeature.DefaultFeatureSupportChecker = orig })
 }
 
 // compaction compacts the sqlkube etcd history up to resourceVersion the
@@ -389,12 +521,14 @@ func (e *env) compaction() storagetesting.Compaction {
 }
 
 // increaseRV moves the etcd revision forward with a write outside the
-// store's keys.
+// store's keys and returns the revision of the write.
 func (e *env) increaseRV() storagetesting.IncreaseRVFunc {
-	return func(ctx context.Context, t *testing.T) {
-		if _, err := e.client.KV.Put(ctx, "increaseRV", "ok"); err != nil {
+	return func(ctx context.Context, t *testing.T) int64 {
+		resp, err := e.client.KV.Put(ctx, "increaseRV", "ok")
+		if err != nil {
 			t.Fatalf("put increaseRV: %v", err)
 		}
+		return resp.Header.Revision
 	}
 }
 

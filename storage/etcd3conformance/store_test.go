@@ -87,6 +87,34 @@ func TestDeleteWithConflict(t *testing.T) {
 	})
 }
 
+func TestDeleteWithConflictAndMissingExpectedTransformOrDecodeError(t *testing.T) {
+	featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, features.AllowUnsafeMalformedObjectDeletion, true)
+	run(t, func(ctx context.Context, t *testing.T, e *env) {
+		storagetesting.RunTestDeleteWithConflictAndMissingExpectedTransformOrDecodeError(ctx, t, e.store, e.codec.setFailing)
+	})
+}
+
+func TestDeleteWithConflictAndExpectedTransformError(t *testing.T) {
+	featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, features.AllowUnsafeMalformedObjectDeletion, true)
+	run(t, func(ctx context.Context, t *testing.T, e *env) {
+		storagetesting.RunTestDeleteExpectedTransformOrDecodeError(ctx, t, e.store, e.setTransformFailing())
+	})
+}
+
+func TestDeleteWithConflictAndExpectedDecodeError(t *testing.T) {
+	featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, features.AllowUnsafeMalformedObjectDeletion, true)
+	run(t, func(ctx context.Context, t *testing.T, e *env) {
+		storagetesting.RunTestDeleteExpectedTransformOrDecodeError(ctx, t, e.store, e.codec.setFailing)
+	})
+}
+
+func TestDeleteWithSuggestionAndMissingExpectedTransformOrDecodeFailure(t *testing.T) {
+	featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, features.AllowUnsafeMalformedObjectDeletion, true)
+	run(t, func(ctx context.Context, t *testing.T, e *env) {
+		storagetesting.RunTestDeleteWithSuggestionAndMissingExpectedTransformOrDecodeError(ctx, t, e.store)
+	})
+}
+
 func TestPreconditionalDeleteWithSuggestion(t *testing.T) {
 	run(t, func(ctx context.Context, t *testing.T, e *env) {
 		storagetesting.RunTestPreconditionalDeleteWithSuggestion(ctx, t, e.store)
@@ -114,6 +142,29 @@ func TestGetListNonRecursive(t *testing.T) {
 func TestGetListRecursivePrefix(t *testing.T) {
 	run(t, func(ctx context.Context, t *testing.T, e *env) {
 		storagetesting.RunTestGetListRecursivePrefix(ctx, t, e.store)
+	})
+}
+
+func TestKeySchema(t *testing.T) {
+	run(t, func(ctx context.Context, t *testing.T, e *env) {
+		storagetesting.RunTestKeySchema(ctx, t, e.store)
+	})
+}
+
+// TestGetListWithErrorAggregation runs on the store built as upstream's
+// test builds it: the suite injects read errors that are not corrupt
+// objects below where storage.NewStore's store would take them for some.
+func TestGetListWithErrorAggregation(t *testing.T) {
+	featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, features.AllowUnsafeMalformedObjectDeletion, true)
+	run(t, func(ctx context.Context, t *testing.T, e *env) {
+		storagetesting.RunTestGetListWithErrorAggregation(ctx, t, e.store, corruptObjectError(t))
+	}, withBareEtcd3(), withUnsafeCorruptObjectDeletion())
+}
+
+func TestGetListWithoutErrorAggregation(t *testing.T) {
+	featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, features.AllowUnsafeMalformedObjectDeletion, false)
+	run(t, func(ctx context.Context, t *testing.T, e *env) {
+		storagetesting.RunTestGetListWithoutErrorAggregation(ctx, t, e.store, corruptObjectError(t))
 	})
 }
 
@@ -147,23 +198,47 @@ func TestGuaranteedUpdateWithSuggestionAndConflict(t *testing.T) {
 	})
 }
 
+// TestTransformationFailure runs on the store built as upstream's test
+// builds it: the test expects a list over a value that cannot be
+// transformed to fail as the bare store fails it (an internal error), where
+// storage.NewStore's store, as kube-apiserver's, reports a corrupt object.
 func TestTransformationFailure(t *testing.T) {
 	run(t, func(ctx context.Context, t *testing.T, e *env) {
 		storagetesting.RunTestTransformationFailure(ctx, t, e.store)
-	})
+	}, withBareEtcd3())
 }
 
+// TestList runs the list tests with and without EtcdRangeStream. With it
+// on, the store tries etcd's RangeStream first and, if the server answers
+// Unimplemented, marks it unsupported (process-wide) and pages. Upstream
+// also checks here that its lists were streamed: TestRangeStream checks
+// that the server serves RangeStream.
 func TestList(t *testing.T) {
-	run(t, func(ctx context.Context, t *testing.T, e *env) {
-		storagetesting.RunTestList(ctx, t, e.store, e.compaction(), false, e.recorder)
-	})
+	for _, rangeStream := range []bool{false, true} {
+		t.Run(fmt.Sprintf("rangeStream=%v", rangeStream), func(t *testing.T) {
+			featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, features.EtcdRangeStream, rangeStream)
+			resetFeatureSupportChecker(t)
+			run(t, func(ctx context.Context, t *testing.T, e *env) {
+				storagetesting.RunTestList(ctx, t, e.store, e.compaction(), false, e.recorder)
+				if streamReads := e.kv.GetStreamReadsAndReset(); !rangeStream && streamReads > 0 {
+					t.Errorf("%d RangeStream requests with the gate off, want none", streamReads)
+				}
+			})
+		})
+	}
 }
 
 func TestConsistentList(t *testing.T) {
-	run(t, func(ctx context.Context, t *testing.T, e *env) {
-		// No watch cache; etcd serves consistent reads; no cache snapshots.
-		storagetesting.RunTestConsistentList(ctx, t, e.store, e.increaseRV(), false, true, false)
-	})
+	for _, rangeStream := range []bool{false, true} {
+		t.Run(fmt.Sprintf("rangeStream=%v", rangeStream), func(t *testing.T) {
+			featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, features.EtcdRangeStream, rangeStream)
+			resetFeatureSupportChecker(t)
+			run(t, func(ctx context.Context, t *testing.T, e *env) {
+				// No watch cache; etcd serves consistent reads; no cache snapshots.
+				storagetesting.RunTestConsistentList(ctx, t, e.store, e.increaseRV(), false, true, false)
+			})
+		})
+	}
 }
 
 func TestCompactRevision(t *testing.T) {
@@ -177,6 +252,7 @@ func TestCompactRevision(t *testing.T) {
 
 func TestListContinuation(t *testing.T) {
 	run(t, func(ctx context.Context, t *testing.T, e *env) {
+		e.learnRangeStreamSupport(ctx, t)
 		storagetesting.RunTestListContinuation(ctx, t, e.store, e.checkStorageCallsInvariants())
 	})
 }
@@ -186,12 +262,14 @@ func TestListPaginationRareObject(t *testing.T) {
 	// that the call count would see.
 	featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, features.ListFromCacheSnapshot, false)
 	run(t, func(ctx context.Context, t *testing.T, e *env) {
+		e.learnRangeStreamSupport(ctx, t)
 		storagetesting.RunTestListPaginationRareObject(ctx, t, e.store, e.checkStorageCallsInvariants())
 	})
 }
 
 func TestListContinuationWithFilter(t *testing.T) {
 	run(t, func(ctx context.Context, t *testing.T, e *env) {
+		e.learnRangeStreamSupport(ctx, t)
 		storagetesting.RunTestListContinuationWithFilter(ctx, t, e.store, e.checkStorageCallsInvariants())
 	})
 }
@@ -217,9 +295,12 @@ func TestListResourceVersionMatch(t *testing.T) {
 func TestStats(t *testing.T) {
 	for _, sizeBased := range []bool{true, false} {
 		t.Run(fmt.Sprintf("SizeBasedListCostEstimate=%v", sizeBased), func(t *testing.T) {
-			featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, features.SizeBasedListCostEstimate, sizeBased)
 			run(t, func(ctx context.Context, t *testing.T, e *env) {
-				e.store.SetKeysFunc(e.podKeys)
+				if sizeBased {
+					if err := e.store.EnableResourceSizeEstimation(e.podKeys); err != nil {
+						t.Fatal(err)
+					}
+				}
 				storagetesting.RunTestStats(ctx, t, e.store, e.codec, e.transformer, sizeBased)
 			})
 		})

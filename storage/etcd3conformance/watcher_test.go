@@ -2,6 +2,7 @@ package etcd3conformance
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -96,7 +97,7 @@ func TestProgressNotify(t *testing.T) {
 func TestWatchWithUnsafeDelete(t *testing.T) {
 	featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, features.AllowUnsafeMalformedObjectDeletion, true)
 	run(t, func(ctx context.Context, t *testing.T, e *env) {
-		storagetesting.RunTestWatchWithUnsafeDelete(ctx, t, e.store)
+		storagetesting.RunTestWatchWithUnsafeDelete(ctx, t, e.store, corruptObjectError(t))
 	})
 }
 
@@ -115,29 +116,52 @@ func TestSendInitialEventsBackwardCompatibility(t *testing.T) {
 	})
 }
 
+// The watch-list tests run with and without EtcdRangeStream, as upstream:
+// with it on, a watch that starts with the current state may read it with
+// RangeStream (sqlkube's server answers Unimplemented: the store pages).
+
 func TestWatchSemantics(t *testing.T) {
-	run(t, func(ctx context.Context, t *testing.T, e *env) {
-		storagetesting.RunWatchSemantics(ctx, t, e.store)
-	}, serially())
+	forRangeStream(t, func(t *testing.T) {
+		run(t, func(ctx context.Context, t *testing.T, e *env) {
+			storagetesting.RunWatchSemantics(ctx, t, e.store)
+		}, serially())
+	})
 }
 
 func TestWatchSemanticsWithConcurrentDecode(t *testing.T) {
-	featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, features.ConcurrentWatchObjectDecode, true)
-	run(t, func(ctx context.Context, t *testing.T, e *env) {
-		storagetesting.RunWatchSemantics(ctx, t, e.store)
-	}, serially())
+	forRangeStream(t, func(t *testing.T) {
+		featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, features.ConcurrentWatchObjectDecode, true)
+		run(t, func(ctx context.Context, t *testing.T, e *env) {
+			storagetesting.RunWatchSemantics(ctx, t, e.store)
+		}, serially())
+	})
 }
 
 func TestWatchSemanticInitialEventsExtended(t *testing.T) {
-	run(t, func(ctx context.Context, t *testing.T, e *env) {
-		storagetesting.RunWatchSemanticInitialEventsExtended(ctx, t, e.store)
-	}, serially())
+	forRangeStream(t, func(t *testing.T) {
+		run(t, func(ctx context.Context, t *testing.T, e *env) {
+			storagetesting.RunWatchSemanticInitialEventsExtended(ctx, t, e.store)
+		}, serially())
+	})
 }
 
 func TestWatchListMatchSingle(t *testing.T) {
-	run(t, func(ctx context.Context, t *testing.T, e *env) {
-		storagetesting.RunWatchListMatchSingle(ctx, t, e.store)
-	}, serially())
+	forRangeStream(t, func(t *testing.T) {
+		run(t, func(ctx context.Context, t *testing.T, e *env) {
+			storagetesting.RunWatchListMatchSingle(ctx, t, e.store)
+		}, serially())
+	})
+}
+
+// forRangeStream runs fn with EtcdRangeStream off and on.
+func forRangeStream(t *testing.T, fn func(t *testing.T)) {
+	t.Helper()
+	for _, rangeStream := range []bool{false, true} {
+		t.Run(fmt.Sprintf("RangeStream=%v", rangeStream), func(t *testing.T) {
+			featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, features.EtcdRangeStream, rangeStream)
+			fn(t)
+		})
+	}
 }
 
 func TestWatchErrorEventIsBlockingFurtherEvent(t *testing.T) {

@@ -148,8 +148,11 @@ func newEnv(t *testing.T, b sqltest.Backend) *env {
 		t.Cleanup(s.(interface{ Close() }).Close)
 		e.sqlkube[r.prefix] = s
 
-		u := etcd3.New(remote, upstreamCompactor, e.codec, r.newFunc, r.newListFunc, "/registry", r.prefix, r.group,
+		u, err := etcd3.New(remote, upstreamCompactor, e.codec, r.newFunc, r.newListFunc, "/registry", r.prefix, r.group,
 			identity.NewEncryptCheckTransformer(), etcd3.NewDefaultLeaseManagerConfig(), etcd3.NewDefaultDecoder(e.codec, versioner), versioner)
+		if err != nil {
+			t.Fatal(err)
+		}
 		t.Cleanup(u.Close)
 		e.upstream[r.prefix] = u
 	}
