@@ -11,12 +11,14 @@ import (
 
 // LocalClient returns an etcd client that calls this server's services in
 // the same process: no listener, no gRPC transport and no protobuf encoding,
-// only calls and channels (etcd's own server-to-client adapters). It is how
+// only calls and channels (etcd's own server-to-client adapters, and
+// localKV for the streaming range they lack). It is how
 // sqlkube's storage layer reaches the store when everything runs in one
 // binary; Close the client when done. Stop ends its watches too.
 func (s *Server) LocalClient() *clientv3.Client {
 	c := clientv3.NewCtxClient(context.Background(), clientv3.WithZapLogger(zap.NewNop()))
-	c.KV = clientv3.NewKVFromKVClient(adapter.KvServerToKvClient(&kvServer{s: s}), c)
+	kv := &kvServer{s: s}
+	c.KV = clientv3.NewKVFromKVClient(localKV{KVClient: adapter.KvServerToKvClient(kv), s: kv}, c)
 	c.Watcher = clientv3.NewWatchFromWatchClient(adapter.WatchServerToWatchClient(&watchServer{s: s}), c)
 	c.Lease = clientv3.NewLeaseFromLeaseClient(adapter.LeaseServerToLeaseClient(&leaseServer{s: s}), c, 5*time.Second)
 	c.Maintenance = clientv3.NewMaintenanceFromMaintenanceClient(adapter.MaintenanceServerToMaintenanceClient(&maintenanceServer{s: s}), c)
