@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # build.sh builds, without a registry, every image Kubernetes' conformance
 # suite runs, as OCI image archives under the images' real names
-# (registry.k8s.io/e2e-test-images/agnhost:2.56, ...), and puts them in
+# (registry.k8s.io/e2e-test-images/agnhost:2.66.1, ...), and puts them in
 # OUTDIR, which it prints (its progress goes to standard error). `sqlkube images import --container-runtime-endpoint ... OUTDIR/*.tar`
 # loads them into a node's containerd. README.md beside this file says what
 # each image is built from and how it differs from upstream's.
@@ -26,23 +26,22 @@ go=${GO:-go}
 # The images, in build order: file name (also the recipe's name),
 # reference, and the rootfs it is made from.
 images=(
-	"pause             registry.k8s.io/pause:3.10.1                                   -"
-	"busybox           registry.k8s.io/e2e-test-images/busybox:1.37.0-1               busybox"
-	"nonewprivs        registry.k8s.io/e2e-test-images/nonewprivs:1.3                 nonewprivs"
-	"agnhost           registry.k8s.io/e2e-test-images/agnhost:2.56                   agnhost"
-	"kitten            registry.k8s.io/e2e-test-images/kitten:1.7                     kitten"
-	"nautilus          registry.k8s.io/e2e-test-images/nautilus:1.7                   nautilus"
-	"httpd             registry.k8s.io/e2e-test-images/httpd:2.4.38-4                 httpd"
-	"httpd-new         registry.k8s.io/e2e-test-images/httpd:2.4.39-4                 httpd"
-	"nginx             registry.k8s.io/e2e-test-images/nginx:1.14-4                   nginx"
-	"nginx-new         registry.k8s.io/e2e-test-images/nginx:1.15-4                   nginx"
-	"jessie-dnsutils   registry.k8s.io/e2e-test-images/jessie-dnsutils:1.7            jessie-dnsutils"
-	"nonroot           registry.k8s.io/e2e-test-images/nonroot:1.4                    debian-base"
-	"ipc-utils         registry.k8s.io/e2e-test-images/ipc-utils:1.3                  debian-base"
+	"pause             registry.k8s.io/pause:3.10.2                                   -"
+	"busybox           registry.k8s.io/e2e-test-images/busybox:1.37.0-2               busybox"
+	"nonewprivs        registry.k8s.io/e2e-test-images/nonewprivs:1.4                 nonewprivs"
+	"agnhost           registry.k8s.io/e2e-test-images/agnhost:2.66.1                 agnhost"
+	"agnhost-prev      registry.k8s.io/e2e-test-images/agnhost:2.55                   agnhost-prev"
+	"kitten            registry.k8s.io/e2e-test-images/kitten:1.8                     kitten"
+	"nautilus          registry.k8s.io/e2e-test-images/nautilus:1.8                   nautilus"
+	"nginx             registry.k8s.io/e2e-test-images/nginx:1.27.0-2                 nginx"
+	"nginx-new         registry.k8s.io/e2e-test-images/nginx:1.28.0-2                 nginx"
+	"glibc-dns-testing registry.k8s.io/e2e-test-images/glibc-dns-testing:2.1.1        glibc-dns-testing"
+	"nonroot           registry.k8s.io/e2e-test-images/nonroot:1.5                    debian-base"
+	"ipc-utils         registry.k8s.io/e2e-test-images/ipc-utils:1.4                  debian-base"
 	"perl              registry.k8s.io/e2e-test-images/perl:5.26                      perl"
-	"resource-consumer registry.k8s.io/e2e-test-images/resource-consumer:1.13         resource-consumer"
+	"resource-consumer registry.k8s.io/e2e-test-images/resource-consumer:1.14         resource-consumer"
 	"sample-apiserver  registry.k8s.io/e2e-test-images/sample-apiserver:1.29.2        sample-apiserver"
-	"etcd              registry.k8s.io/etcd:3.6.4-0                                   etcd"
+	"etcd              registry.k8s.io/etcd:3.7.0-0                                   etcd"
 )
 
 if [ "${1:-}" = --list ]; then

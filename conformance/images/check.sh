@@ -4,14 +4,17 @@
 # images behave as the tests expect: busybox's sh keeps environment
 # variables whose names are not identifiers and runs commands from PATH
 # before its own applets, its nc speaks -v, -u, -z and -w, its wget -T
-# fetches and fails cleanly; agnhost has its tools; httpd and nginx serve
-# their pages on port 80; etc. Each image runs in a chroot of its unpacked
-# layer, in network namespaces of its own (loopback only).
+# fetches and fails cleanly; both agnhosts have their tools and version,
+# and the newer one its fake registry; nginx serves its page on port 80;
+# etc. Each image runs in a chroot of its unpacked layer, in network
+# namespaces of its own (loopback only).
 #
 #   check.sh OUTDIR [IMAGE...]
 #
 # Needs root and python3. Prints one line per check and a closing
-# "N passed, N failed"; exits non-zero when a check failed.
+# "N passed, N failed, N known gaps" (a gap: a way an image differs from
+# what a test expects that the build cannot close, as README.md says);
+# exits non-zero when a check failed.
 set -uo pipefail
 
 if [ $# -lt 1 ]; then
@@ -29,9 +32,13 @@ work=$(mktemp -d /tmp/sqlkube-image-check.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 passed=0
 failed=0
+gaps=0
 
 pass() { passed=$((passed + 1)); echo "ok   $*"; }
 fail() { failed=$((failed + 1)); echo "FAIL $*"; }
+# gap: a known way an image differs from what a test expects, which the
+# build cannot close (README.md says why); reported, not failed.
+gap() { gaps=$((gaps + 1)); echo "GAP  $*"; }
 # expect NAME WANT COMMAND...: COMMAND's output (standard output and error)
 # contains WANT.
 expect() {
@@ -144,17 +151,38 @@ check_busybox() {
 	expect "busybox: id knows nobody" "uid=65534(nobody)" run "$d" /bin/id nobody
 }
 
+# check_agnhost NAME DIR VERSION: what both agnhosts have.
 check_agnhost() {
-	local d=$1 tool
+	local name=$1 d=$2 version=$3 tool
 	for tool in bash curl dig nslookup getent seq awk hostname nc ip iperf wget ping ps; do
+		expect "$name: has $tool" "/$tool" run "$d" /bin/sh -c "command -v $tool"
+	done
+	expect "$name: wget is busybox's" "BusyBox" run "$d" /bin/sh -c 'wget --help 2>&1 | head -1'
+	expect "$name: nc is netcat-openbsd (-t, -u, -v)" "-t" run "$d" /bin/sh -c 'nc -h 2>&1'
+	expect "$name: /agnhost runs" "Available Commands" run "$d" /agnhost --help
+	expect "$name: /agnhost is version $version" "version $version" run "$d" /agnhost --version
+	expect "$name: /coredns runs" "CoreDNS-" run "$d" /coredns -version
+	expect "$name: serves /localhost.crt on port 80 (the StatefulSet tests' probe)" "BEGIN CERTIFICATE" run "$d" /bin/sh -c '
+		/agnhost test-webserver >/tmp/web.log 2>&1 &
+		for i in 1 2 3 4 5 6 7 8 9 10; do curl -sf http://127.0.0.1/localhost.crt && exit 0; sleep 0.5; done
+		cat /tmp/web.log'
+	expect "$name: the user and group the tests look for" "groups=1000(user-defined-in-image),50000(group-defined-in-image)" \
+		run "$d" id user-defined-in-image
+}
+
+# check_agnhost_current DIR: what agnhost 2.66.1 adds: socat, ipcs, and
+# fake-registry-server serving pause:testing from /var/registry.
+check_agnhost_current() {
+	local d=$1 tool
+	for tool in socat ipcs; do
 		expect "agnhost: has $tool" "/$tool" run "$d" /bin/sh -c "command -v $tool"
 	done
-	expect "agnhost: wget is busybox's" "BusyBox" run "$d" /bin/sh -c 'wget --help 2>&1 | head -1'
-	expect "agnhost: nc is netcat-openbsd (-t, -u, -v)" "-t" run "$d" /bin/sh -c 'nc -h 2>&1'
-	expect "agnhost: /agnhost runs" "Available Commands" run "$d" /agnhost --help
-	expect "agnhost: /coredns runs" "CoreDNS-" run "$d" /coredns -version
-	expect "agnhost: the user and group the tests look for" "groups=1000(user-defined-in-image),50000(group-defined-in-image)" \
-		run "$d" id user-defined-in-image
+	expect "agnhost: fake-registry-server serves pause:testing" '"architecture":"amd64"' run "$d" /bin/sh -c '
+		/agnhost fake-registry-server --port 5000 >/tmp/registry.log 2>&1 &
+		for i in 1 2 3 4 5 6 7 8 9 10; do curl -sf http://127.0.0.1:5000/v2/ >/dev/null && break; sleep 0.5; done
+		manifest=$(curl -sfL http://127.0.0.1:5000/v2/pause/manifests/testing)
+		config=$(echo "$manifest" | grep -o "\"config\":{[^}]*}" | grep -o "sha256:[0-9a-f]*")
+		curl -sf "http://127.0.0.1:5000/v2/pause/blobs/$config" || cat /tmp/registry.log'
 }
 
 # serves DIR NAME COMMAND WANT: COMMAND started in the image serves WANT
@@ -196,14 +224,17 @@ check_image() {
 	fi
 	case $name in
 	busybox) check_busybox "$d" ;;
-	agnhost) check_agnhost "$d" ;;
+	agnhost)
+		check_agnhost "$name" "$d" "${ref##*:}"
+		check_agnhost_current "$d" ;;
+	agnhost-prev) check_agnhost "$name" "$d" "${ref##*:}" ;;
 	kitten | nautilus)
-		expect "$name: has /$name.jpg and /data.json" "ok" run "$d" /bin/sh -c "test -s /$name.jpg && test -s /data.json && echo ok" ;;
-	httpd | httpd-new)
-		expect "$name: htdocs where the tests move pages" "index.html" run "$d" ls /usr/local/apache2/htdocs
-		serves "$d" "$name" "PATH=/usr/local/apache2/bin:\$PATH httpd-foreground" "It works!" ;;
+		expect "$name: has /$name.jpg and /data.json" "ok" run "$d" /bin/sh -c "test -s /$name.jpg && test -s /data.json && echo ok"
+		if [ "$name" = kitten ] && ! grep -q "Alpine Linux" "$d/etc/os-release"; then
+			gap "kitten: /etc/os-release does not say \"Alpine Linux\", which the image-volume test (common/node/image_volume.go) looks for"
+		fi ;;
 	nginx | nginx-new) serves "$d" "$name" "nginx -g 'daemon off;'" "Welcome to nginx!" ;;
-	jessie-dnsutils)
+	glibc-dns-testing)
 		expect "$name: dig" "DiG 9" run "$d" dig -v
 		expect "$name: the DNS tests' other tools" "tools-found" run "$d" /bin/sh -c 'command -v getent nslookup awk hostname seq && echo tools-found' ;;
 	nonroot) if [ "$user" = 1234 ]; then pass "$name: runs as 1234"; else fail "$name: runs as '$user'"; fi ;;
@@ -214,7 +245,11 @@ check_image() {
 	resource-consumer)
 		expect "$name: stress and consume-cpu" "ok" run "$d" /bin/sh -c 'command -v stress && test -x /consume-cpu/consume-cpu && echo ok' ;;
 	ipc-utils) expect "$name: ipcmk makes a segment" "Shared memory id" run "$d" ipcmk -M 1024 ;;
-	etcd) expect "$name: etcd 3.6.4" "etcd Version: 3.6.4" run "$d" /usr/local/bin/etcd --version ;;
+	etcd)
+		local etcd_version=${ref##*:}
+		etcd_version=${etcd_version%-*}
+		expect "$name: etcd $etcd_version" "etcd Version: $etcd_version" run "$d" /usr/local/bin/etcd --version
+		expect "$name: etcdctl $etcd_version" "etcdctl version: $etcd_version" run "$d" /usr/local/bin/etcdctl version ;;
 	sample-apiserver) expect "$name: runs" "--etcd-servers" run "$d" /sample-apiserver --help ;;
 	esac
 	rm -rf "$d"
@@ -244,5 +279,5 @@ if [ -x "$e2e" ]; then
 		"$here/build.sh" --list | awk '{ print $2 }' | grep -qxF "$ref" || echo "note: not built: $ref"
 	done
 fi
-echo "$passed passed, $failed failed"
+echo "$passed passed, $failed failed, $gaps known gaps"
 [ "$failed" = 0 ]

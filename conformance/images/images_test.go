@@ -37,10 +37,13 @@ func built(t *testing.T) [][3]string {
 func TestList_MatchesManifest(t *testing.T) {
 	var want []string
 	for _, id := range []imageutils.ImageID{
-		imageutils.Agnhost, imageutils.APIServer, imageutils.BusyBox, imageutils.Etcd,
-		imageutils.Httpd, imageutils.HttpdNew, imageutils.IpcUtils, imageutils.JessieDnsutils,
-		imageutils.Kitten, imageutils.Nautilus, imageutils.Nginx, imageutils.NginxNew,
-		imageutils.Nonewprivs, imageutils.NonRoot, imageutils.Perl, imageutils.ResourceConsumer,
+		// What the [Conformance] tests run.
+		imageutils.Agnhost, imageutils.AgnhostPrev, imageutils.APIServer, imageutils.BusyBox,
+		imageutils.Etcd, imageutils.GlibcDnsTesting, imageutils.Kitten, imageutils.Nautilus,
+		imageutils.Nginx, imageutils.Nonewprivs,
+		// Kept for the e2e tests beside them (README.md says which).
+		imageutils.IpcUtils, imageutils.NginxNew, imageutils.NonRoot, imageutils.Perl,
+		imageutils.ResourceConsumer,
 	} {
 		want = append(want, imageutils.GetE2EImage(id))
 	}

@@ -6,7 +6,7 @@
 
 # Versions the images' definitions name (test/images/*/VERSION, the
 # manifest's tags) or that the project pins.
-etcd_version=v3.6.4
+etcd_version=v3.7.0
 busybox_version=1.37.0
 coredns_version=$(cd "$root" && $go list -m -f '{{.Version}}' github.com/coredns/coredns)
 kube_src=$($go env GOMODCACHE)/k8s.io/kubernetes@$kube_version
@@ -56,7 +56,7 @@ h_go_module_kube() {
 	} >"$1/go.mod"
 }
 
-# etcd at the version registry.k8s.io/etcd:3.6.4-0 holds, in its own
+# etcd at the version registry.k8s.io/etcd:3.7.0-0 holds, in its own
 # module so that Kubernetes' requirements cannot move it.
 h_go_module_etcd() {
 	[ -f "$1/go.mod" ] && return
@@ -69,6 +69,50 @@ build_bin_agnhost() {
 	h_go_build kube "$1" k8s.io/kubernetes/test/images/agnhost "$kube_version" \
 		"-X main.Version=$(cat "$kube_src/test/images/agnhost/VERSION")"
 }
+
+# agnhost 2.55, the manifest's AgnhostPrev (the older agnhost the tests
+# roll workloads from). No Kubernetes release carries
+# test/images/agnhost/VERSION 2.55: v1.34.0-alpha.0 has 2.53 and
+# v1.34.0-alpha.1 has 2.56 (2.54 and 2.55 were built from commits between).
+# So it is built from v1.34.0-alpha.1, the first release holding all of
+# 2.55's changes; 2.56 only added netexec's serverport command, which
+# no test asks of the older image.
+agnhost_prev_version=2.55
+agnhost_prev_kube=v1.34.0-alpha.1
+inputs_bin_agnhost_prev() { echo "$agnhost_prev_kube $agnhost_prev_version"; $go version; }
+build_bin_agnhost_prev() {
+	h_go_build kube_prev "$1" k8s.io/kubernetes/test/images/agnhost "$agnhost_prev_kube" \
+		"-X main.Version=$agnhost_prev_version"
+}
+
+# h_kube_src VERSION: the directory of k8s.io/kubernetes@VERSION in the
+# module cache (downloaded when missing).
+h_kube_src() {
+	$go mod download -json "k8s.io/kubernetes@$1" | sed -n 's/^\s*"Dir": "\(.*\)",\?$/\1/p'
+}
+
+# The older Kubernetes module agnhost 2.55 is built in: k8s.io/kubernetes
+# at $agnhost_prev_kube, its staging modules (the ones its own go.mod
+# replaces with ./staging folders) at their published versions.
+h_go_module_kube_prev() {
+	[ -f "$1/go.mod" ] && return
+	local kmod
+	kmod=$($go mod download -json "k8s.io/kubernetes@$agnhost_prev_kube" | sed -n 's/^\s*"GoMod": "\(.*\)",\?$/\1/p')
+	[ -f "$kmod" ] || { echo "no go.mod for k8s.io/kubernetes@$agnhost_prev_kube"; return 1; }
+	{
+		echo "module sqlkube.local/conformance-agnhost-prev"
+		echo
+		grep -E '^go [0-9.]+$' "$root/go.mod"
+		echo
+		echo "require k8s.io/kubernetes $agnhost_prev_kube"
+		echo
+		echo "replace ("
+		sed -n '/^replace (/,/^)/p' "$kmod" |
+			sed -n 's|^\s*\(k8s\.io/[a-z0-9-]*\) => \./staging/.*|\t\1 => \1 v0.'"${agnhost_prev_kube#v1.}"'|p'
+		echo ")"
+	} >"$1/go.mod"
+}
+
 inputs_bin_nnp() { echo "$kube_version"; $go version; }
 build_bin_nnp() { h_go_build kube "$1" k8s.io/kubernetes/test/images/nonewprivs "$kube_version"; }
 inputs_bin_consumer() { echo "$kube_version"; $go version; }

@@ -122,30 +122,83 @@ build_rootfs_sample_apiserver() {
 }
 config_sample_apiserver() { flags+=(-entrypoint '["/sample-apiserver"]' -env "$default_path"); }
 
-# agnhost: upstream's is Alpine with bind-tools, curl, netcat-openbsd,
-# iproute2, iperf and bash, busybox for the rest (wget among them), CoreDNS
-# at /coredns, porter's certificate and key, /uploads, and a user and a
-# group the tests look for.
-deps_rootfs_agnhost="rootfs/debian-base bin/busybox bin/agnhost bin/coredns"
-inputs_rootfs_agnhost() { sha256sum "$kube_src"/test/images/agnhost/porter/localhost.*; }
+# agnhost (2.66.1): upstream's is Alpine with bind-tools, curl,
+# netcat-openbsd, iproute2, iperf, bash, util-linux-misc (ipcs) and socat,
+# busybox for the rest (wget among them), CoreDNS at /coredns, porter's
+# certificate and key, /uploads, a user and a group the tests look for, and
+# in /var/registry the images its fake-registry-server serves.
+deps_rootfs_agnhost="rootfs/debian-base bin/busybox bin/agnhost bin/coredns bin/ociarchive"
+inputs_rootfs_agnhost() {
+	sha256sum "$kube_src"/test/images/agnhost/porter/localhost.* "$kube_src"/test/images/agnhost/fakeregistryserver/images.txt
+}
 build_rootfs_agnhost() {
-	local d=$1
+	h_agnhost_tree "$1" "$cache/bin/agnhost" "$kube_src" socat
+	h_agnhost_registry "$1/var/registry" "$kube_src/test/images/agnhost/fakeregistryserver/images.txt"
+}
+config_agnhost() { flags+=(-entrypoint '["/agnhost"]' -cmd '["pause"]' -env "$default_path"); }
+
+# agnhost-prev (2.55): the same tree as upstream's Dockerfile of that time
+# made it (the one of Kubernetes v1.34): no socat, util-linux-misc or
+# /var/registry yet.
+deps_rootfs_agnhost_prev="rootfs/debian-base bin/busybox bin/agnhost-prev bin/coredns"
+inputs_rootfs_agnhost_prev() { sha256sum "$(h_kube_src "$agnhost_prev_kube")"/test/images/agnhost/porter/localhost.*; }
+build_rootfs_agnhost_prev() {
+	h_agnhost_tree "$1" "$cache/bin/agnhost-prev" "$(h_kube_src "$agnhost_prev_kube")"
+}
+config_agnhost_prev() { config_agnhost; }
+
+# h_agnhost_tree DIR AGNHOST SRC [PACKAGE...]: an agnhost tree at DIR with
+# the program AGNHOST, porter's files from the Kubernetes source SRC, and
+# Debian's packages for upstream's Alpine ones (dnsutils for bind-tools;
+# util-linux, which has ipcs, is in the minbase) plus the PACKAGEs.
+h_agnhost_tree() {
+	local d=$1 agnhost=$2 src=$3
+	shift 3
 	cp -a "$cache/rootfs/debian-base" "$d"
-	h_debian_install "$d" bash ca-certificates curl dnsutils iperf iproute2 netcat-openbsd
+	h_debian_install "$d" bash ca-certificates curl dnsutils iperf iproute2 netcat-openbsd "$@"
 	h_busybox_fill "$d"
 	ln -s /usr/bin/iperf "$d/usr/local/bin/iperf"
-	install -m 755 "$cache/bin/agnhost" "$d/agnhost"
+	install -m 755 "$agnhost" "$d/agnhost"
 	ln -s agnhost "$d/agnhost-2"
 	install -m 755 "$cache/bin/coredns" "$d/coredns"
-	install -m 644 "$kube_src"/test/images/agnhost/porter/localhost.{crt,key} "$d/"
+	install -m 644 "$src"/test/images/agnhost/porter/localhost.{crt,key} "$d/"
 	install -d -m 755 "$d/uploads"
 	h_chroot "$d" groupadd -g 50000 group-defined-in-image
 	h_chroot "$d" useradd -m -u 1000 -s /bin/sh -G group-defined-in-image user-defined-in-image
 	h_debian_trim "$d"
 }
-config_agnhost() { flags+=(-entrypoint '["/agnhost"]' -cmd '["pause"]' -env "$default_path"); }
 
-# kitten, nautilus: agnhost with a picture and data.json, serving them.
+# h_agnhost_registry DIR IMAGES: what agnhost's fake-registry-server serves
+# (from DIR/NAME/manifests and DIR/NAME/blobs, files named by digest, a
+# tag's file holding its manifest's digest) for each "NAME TAG LOCAL-TAG"
+# line of IMAGES (fakeregistryserver/images.txt). Upstream copies each
+# registry.k8s.io/NAME:TAG in under LOCAL-TAG; the only image that file
+# names is pause, and ours is our pause image.
+h_agnhost_registry() {
+	local dir=$1 name tag local_tag work blob manifest
+	while read -r name tag local_tag; do
+		case $name in "" | \#*) continue ;; esac
+		[ "$name" = pause ] || { echo "fakeregistryserver/images.txt names $name; only pause can be built here"; return 1; }
+		work=$(mktemp -d "$cache/src/registry.XXXXXX")
+		"$cache/bin/ociarchive" -pause -name "registry.k8s.io/$name:$tag" -o "$work/image.tar"
+		tar -xf "$work/image.tar" -C "$work"
+		manifest=$(grep -o '"digest":"sha256:[0-9a-f]*"' "$work/index.json" | cut -d'"' -f4)
+		[ -n "$manifest" ]
+		for blob in "$work"/blobs/sha256/*; do
+			blob=${blob##*/}
+			install -D -m 644 "$work/blobs/sha256/$blob" "$dir/$name/blobs/sha256/${blob:0:2}/$blob/data"
+		done
+		install -D -m 644 "$work/blobs/sha256/${manifest#sha256:}" \
+			"$dir/$name/manifests/sha256/${manifest:7:2}/${manifest#sha256:}/data"
+		echo "$manifest" >"$dir/$name/manifests/$local_tag"
+		rm -rf "$work"
+	done <"$2"
+}
+
+# kitten, nautilus: agnhost with a picture and data.json, serving them
+# (upstream's 1.8 are on agnhost 2.57; ours on our agnhost). The
+# image-volume test mounts kitten as a volume and looks for "Alpine Linux"
+# in its /etc/os-release, which ours, being Debian, does not have.
 deps_rootfs_kitten="rootfs/agnhost"
 inputs_rootfs_kitten() { sha256sum "$kube_src"/test/images/kitten/html/*; }
 build_rootfs_kitten() { h_agnhost_with_html kitten "$1"; }
@@ -158,31 +211,6 @@ h_agnhost_with_html() {
 }
 config_kitten() { flags+=(-entrypoint '["/agnhost"]' -cmd '["test-webserver"]' -env "$default_path"); }
 config_nautilus() { config_kitten; }
-
-# httpd (both tags): upstream's is the Apache httpd image: the server
-# under /usr/local/apache2 serving htdocs/index.html ("It works!") on
-# port 80, logging to standard output and error, run by
-# httpd-foreground. Ours is Debian's apache2 with that document root,
-# those logs and that command.
-deps_rootfs_httpd="rootfs/debian-base"
-inputs_rootfs_httpd() { files_digest "$files/httpd"; }
-build_rootfs_httpd() {
-	local d=$1
-	cp -a "$cache/rootfs/debian-base" "$d"
-	h_debian_install "$d" apache2
-	install -D -m 644 "$root/$files/httpd/index.html" "$d/usr/local/apache2/htdocs/index.html"
-	install -D -m 755 "$root/$files/httpd/httpd-foreground" "$d/usr/local/apache2/bin/httpd-foreground"
-	install -m 644 "$root/$files/httpd/site.conf" "$d/etc/apache2/sites-available/000-default.conf"
-	ln -sf /dev/stderr "$d/var/log/apache2/error.log"
-	ln -sf /dev/stdout "$d/var/log/apache2/access.log"
-	ln -sf /dev/stdout "$d/var/log/apache2/other_vhosts_access.log"
-}
-config_httpd() {
-	flags+=(-cmd '["httpd-foreground"]' -workdir /usr/local/apache2 -stop-signal SIGWINCH
-		-env PATH=/usr/local/apache2/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
-		-env HTTPD_PREFIX=/usr/local/apache2)
-}
-config_httpd_new() { config_httpd; }
 
 # nginx (both tags): upstream's is the nginx image: "Welcome to nginx!"
 # from /usr/share/nginx/html on port 80, logs to standard output and
@@ -202,15 +230,17 @@ build_rootfs_nginx() {
 config_nginx() { flags+=(-cmd '["nginx", "-g", "daemon off;"]' -stop-signal SIGQUIT -env "$default_path"); }
 config_nginx_new() { config_nginx; }
 
-# jessie-dnsutils: upstream's is Debian jessie with dnsutils and CoreDNS at
-# /coredns; ours is bookworm's.
-deps_rootfs_jessie_dnsutils="rootfs/debian-base bin/coredns"
-build_rootfs_jessie_dnsutils() {
+# glibc-dns-testing (once jessie-dnsutils): upstream's is Debian
+# bookworm-slim with dnsutils and CoreDNS at /coredns, the DNS tests'
+# glibc prober beside agnhost's musl one (both run the same dig and getent
+# probes); ours is bookworm's minbase.
+deps_rootfs_glibc_dns_testing="rootfs/debian-base bin/coredns"
+build_rootfs_glibc_dns_testing() {
 	cp -a "$cache/rootfs/debian-base" "$1"
 	h_debian_install "$1" dnsutils
 	install -m 755 "$cache/bin/coredns" "$1/coredns"
 }
-config_jessie_dnsutils() { flags+=(-cmd '["bash"]' -env "$default_path"); }
+config_glibc_dns_testing() { flags+=(-cmd '["bash"]' -env "$default_path"); }
 
 # nonroot: upstream's is Kubernetes' debian-base run as user 1234; ipc-utils
 # is Alpine with util-linux (ipcmk, ipcs), which Debian's minbase has.

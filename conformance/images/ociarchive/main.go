@@ -2,7 +2,7 @@
 // archive that containerd imports (node/images does the writing). It is
 // conformance/images/build.sh's last step for every image.
 //
-//	ociarchive -name registry.k8s.io/e2e-test-images/agnhost:2.56 \
+//	ociarchive -name registry.k8s.io/e2e-test-images/agnhost:2.66.1 \
 //	    -root DIR -entrypoint '["/agnhost"]' -cmd '["pause"]' -o agnhost.tar
 //
 // With -pause instead of -root, the image is sqlkube's own pause program
