@@ -13,7 +13,7 @@ LDFLAGS := -X main.version=$(VERSION) \
 	-X k8s.io/component-base/version.gitVersion=$(K8S_VERSION) \
 	-X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$(K8S_MINOR)
 
-.PHONY: run build test test-deps test-deps-helm test-ha vet fmt bench bench-compare bench-net image conformance
+.PHONY: run build test test-deps test-deps-helm test-deps-kubectl test-ha vet fmt bench bench-compare bench-net image conformance
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/sqlkube ./cmd/sqlkube
@@ -67,11 +67,27 @@ test-deps-helm:
 	    { [ "$$CI" = true ] && exit 1; echo "could not build helm $$v: TestHelm skips it"; }; \
 	done
 
-test: test-deps test-deps-helm
+# KUBECTL_VERSIONS are the kubectl releases the kubectl end-to-end tests
+# drive besides the machine's: the supported skew, one minor either side of
+# the server's Kubernetes (go.mod's), built from the module proxy by
+# tools/kubernetes/kubectl.sh into KUBECTL_DIR/kubectl-MINOR/kubectl (about
+# 4 minutes each on 2 cores; a binary that reports its version is kept).
+# Under CI=true a failed build is an error; elsewhere the tests skip it.
+KUBECTL_VERSIONS = v1.36.3 v1.37.2
+KUBECTL_DIR ?= $(HELM_DIR)
+
+test-deps-kubectl:
+	@for v in $(KUBECTL_VERSIONS); do \
+	  minor=$$(echo $$v | cut -d. -f1,2); dir="$(KUBECTL_DIR)/kubectl-$${minor#v}"; \
+	  ./tools/kubernetes/kubectl.sh $$v "$$dir" || \
+	    { [ "$$CI" = true ] && exit 1; echo "could not build kubectl $$v: the kubectl tests skip it"; }; \
+	done
+
+test: test-deps test-deps-helm test-deps-kubectl
 	$(GO) vet ./...
 	# One package at a time: the conformance suites run their backends in
 	# parallel and are timing-sensitive on a 2-core machine.
-	SQLKUBE_HELM_DIR="$(HELM_DIR)" $(GO) test -p 1 -count=1 -timeout 40m ./...
+	SQLKUBE_HELM_DIR="$(HELM_DIR)" SQLKUBE_KUBECTL_DIR="$(KUBECTL_DIR)" $(GO) test -p 1 -count=1 -timeout 40m ./...
 
 # conformance runs Kubernetes' own conformance suite (e2e.test at go.mod's
 # Kubernetes version, every [Conformance] test) against a two-node sqlkube

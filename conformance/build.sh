@@ -20,25 +20,9 @@ mod=$cache/module
 bin=$cache/bin
 mkdir -p "$mod" "$bin"
 
-if [ ! -f "$mod/go.mod" ]; then
-  # Kubernetes' own go.mod for that version (every dependency of the
-  # suite pinned as Kubernetes builds it), with the staging modules it
-  # replaces by its ./staging folders pointed at their published versions,
-  # as the project's go.mod does, and k8s.io/kubernetes itself required.
-  kmod=$($go mod download -json "k8s.io/kubernetes@$version" | sed -n 's/^\s*"GoMod": "\(.*\)",\?$/\1/p')
-  [ -f "$kmod" ] || { echo "conformance: no go.mod for k8s.io/kubernetes@$version" >&2; exit 1; }
-  {
-    echo "module sqlkube.local/conformance"
-    sed -e '/^module /d' -e '/^replace (/,/^)/d' -e '/^\/\//d' "$kmod"
-    echo
-    echo "require k8s.io/kubernetes $version"
-    echo
-    echo "replace ("
-    sed -n '/^replace (/,/^)/p' "$kmod" | sed -n 's|^\s*\(k8s\.io/[a-z0-9-]*\) => \./staging/.*|\t\1 => \1 v0.'"${version#v1.}"'|p'
-    echo ")"
-  } > "$mod/go.mod.new"
-  mv "$mod/go.mod.new" "$mod/go.mod"
-fi
+# Kubernetes' own go.mod for that version (every dependency of the suite
+# pinned as Kubernetes builds it; tools/kubernetes/module.sh).
+"$root/tools/kubernetes/module.sh" "$version" "$mod"
 
 cd "$mod"
 ldflags="-X k8s.io/component-base/version.gitVersion=$version -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor"

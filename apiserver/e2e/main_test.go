@@ -45,13 +45,17 @@ func runTests(m *testing.M) int {
 }
 
 // kubectls returns the kubectl binaries to test: the machine's kubectl and
-// the versioned ones shipped beside it. Without kubectl the test is
-// skipped, or fails under CI=true.
+// the versioned ones shipped beside it (older than the server: they run
+// where they pass), and the supported skew, kubectl 1.36 and 1.37, which
+// `make test-deps-kubectl` builds into SQLKUBE_KUBECTL_DIR (GOPATH/bin by
+// default). Without kubectl the test is skipped; under CI=true a missing
+// kubectl fails it.
 func kubectls(t *testing.T) map[string]string {
 	t.Helper()
+	ci := os.Getenv("CI") == "true"
 	p, err := exec.LookPath("kubectl")
 	if err != nil {
-		if os.Getenv("CI") == "true" {
+		if ci {
 			t.Fatalf("kubectl not found (%v); CI must provide it", err)
 		}
 		t.Skipf("skipping kubectl end-to-end tests: kubectl not found (%v)", err)
@@ -62,6 +66,25 @@ func kubectls(t *testing.T) map[string]string {
 			if vp := filepath.Join(filepath.Dir(real), "kubectl."+v); isExecutable(vp) {
 				out["kubectl-"+v] = vp
 			}
+		}
+	}
+	dir := os.Getenv("SQLKUBE_KUBECTL_DIR")
+	if dir == "" {
+		gopath, err := exec.Command("go", "env", "GOPATH").Output()
+		if err != nil {
+			t.Fatalf("go env GOPATH: %v", err)
+		}
+		dir = filepath.Join(filepath.SplitList(strings.TrimSpace(string(gopath)))[0], "bin")
+	}
+	for _, v := range []string{"1.36", "1.37"} {
+		vp := filepath.Join(dir, "kubectl-"+v, "kubectl")
+		switch {
+		case isExecutable(vp):
+			out["kubectl-"+v] = vp
+		case ci:
+			t.Fatalf("kubectl %s not found at %s; CI must build it (make test-deps-kubectl)", v, vp)
+		default:
+			t.Logf("kubectl %s not found at %s (make test-deps-kubectl builds it): not tested", v, vp)
 		}
 	}
 	return out
