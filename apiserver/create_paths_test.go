@@ -253,6 +253,18 @@ var createFixtures = map[schema.GroupVersionResource]createFixture{
 		manifest: `{"apiVersion":"certificates.k8s.io/v1","kind":"CertificateSigningRequest",
 			"spec":{"request":"{csr}","signerName":"example.com/signer","usages":["digital signature","client auth"]}}`,
 	},
+	{Group: "certificates.k8s.io", Version: "v1", Resource: "clustertrustbundles"}: {
+		// {cabundle} is a CA certificate made at the start (a JSON
+		// string); a bundle's name starts with its signer's.
+		manifest: `{"apiVersion":"certificates.k8s.io/v1","kind":"ClusterTrustBundle","spec":{"signerName":"example.com/signer","trustBundle":{cabundle}}}`,
+		name:     "example.com:signer:{path}",
+	},
+	{Group: "certificates.k8s.io", Version: "v1", Resource: "podcertificaterequests"}: {
+		// {stubcsr} is a PKCS#10 request (DER, base64) made at the start.
+		manifest: `{"apiVersion":"certificates.k8s.io/v1","kind":"PodCertificateRequest",
+			"spec":{"signerName":"example.com/signer","podName":"p","podUID":"uid-p","serviceAccountName":"default","serviceAccountUID":"uid-sa",
+			"nodeName":"n1","nodeUID":"uid-n1","maxExpirationSeconds":86400,"stubPKCS10Request":"{stubcsr}"}}`,
+	},
 	{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}: {
 		// A CRD is named by its plural and group.
 		manifest: `{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition",
@@ -314,7 +326,11 @@ func TestCreatePaths_SameStoredObject(t *testing.T) {
 		t.Fatalf("namespace %s: %v", createPathsNamespace, err)
 	}
 	servedGadgets(t, cfg, dyn)
-	csr := certificateRequest(t)
+	caBundle, err := json.Marshal(caCertificatePEM(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	generated := strings.NewReplacer("{csr}", certificateRequest(t), "{stubcsr}", stubPKCS10Request(t), "{cabundle}", string(caBundle))
 
 	served := servedResources(t, cfg)
 	for gvr := range createFixtures {
@@ -354,7 +370,7 @@ func TestCreatePaths_SameStoredObject(t *testing.T) {
 				t.Fatalf("%s is served and creatable but has no fixture: add one to createFixtures (or builtinObjects), "+
 					"or list it in notCreatable with the reason", gvr)
 			}
-			fx.manifest = strings.ReplaceAll(fx.manifest, "{csr}", csr)
+			fx.manifest = generated.Replace(fx.manifest)
 			ns := ""
 			if api.Namespaced {
 				ns = "default"

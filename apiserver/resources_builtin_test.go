@@ -57,6 +57,19 @@ var builtinObjects = map[schema.GroupVersionResource]string{
 		"validations":[{"expression":"object.spec.replicas <= 5"}]}}`,
 	{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "validatingadmissionpolicybindings"}: `{"apiVersion":"admissionregistration.k8s.io/v1","kind":"ValidatingAdmissionPolicyBinding","metadata":{"name":"vapb"},
 		"spec":{"policyName":"vap","validationActions":["Deny"]}}`,
+	// A mutating policy and binding that match no object (no object
+	// carries the label, no namespace the binding's), so they mutate
+	// nothing the tests create.
+	{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "mutatingadmissionpolicies"}: `{"apiVersion":"admissionregistration.k8s.io/v1","kind":"MutatingAdmissionPolicy","metadata":{"name":"map"},
+		"spec":{"matchConstraints":{"resourceRules":[{"apiGroups":["apps"],"apiVersions":["v1"],"operations":["CREATE"],"resources":["deployments"]}],
+		"objectSelector":{"matchLabels":{"sqlkube-test":"never"}}},"reinvocationPolicy":"Never",
+		"mutations":[{"patchType":"JSONPatch","jsonPatch":{"expression":"[JSONPatch{op: 'add', path: '/spec/paused', value: true}]"}}]}}`,
+	{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "mutatingadmissionpolicybindings"}: `{"apiVersion":"admissionregistration.k8s.io/v1","kind":"MutatingAdmissionPolicyBinding","metadata":{"name":"mapb"},
+		"spec":{"policyName":"map","matchResources":{"namespaceSelector":{"matchLabels":{"sqlkube-test":"never"}}}}}`,
+	{Group: "resource.k8s.io", Version: "v1", Resource: "devicetaintrules"}: `{"apiVersion":"resource.k8s.io/v1","kind":"DeviceTaintRule","metadata":{"name":"broken"},
+		"spec":{"deviceSelector":{"driver":"example.com"},"taint":{"key":"example.com/broken","effect":"NoSchedule"}}}`,
+	{Group: "storagemigration.k8s.io", Version: "v1", Resource: "storageversionmigrations"}: `{"apiVersion":"storagemigration.k8s.io/v1","kind":"StorageVersionMigration","metadata":{"name":"svm"},
+		"spec":{"resource":{"group":"","resource":"configmaps"}}}`,
 	{Group: "apiregistration.k8s.io", Version: "v1", Resource: "apiservices"}: `{"apiVersion":"apiregistration.k8s.io/v1","kind":"APIService","metadata":{"name":"v1beta1.metrics.k8s.io"},
 		"spec":{"group":"metrics.k8s.io","version":"v1beta1","groupPriorityMinimum":100,"versionPriority":100,"service":{"namespace":"kube-system","name":"metrics-server"},"insecureSkipTLSVerify":true}}`,
 	{Group: "flowcontrol.apiserver.k8s.io", Version: "v1", Resource: "prioritylevelconfigurations"}: `{"apiVersion":"flowcontrol.apiserver.k8s.io/v1","kind":"PriorityLevelConfiguration","metadata":{"name":"pl"},

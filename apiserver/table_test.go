@@ -511,7 +511,9 @@ func TestTable_EveryKind(t *testing.T) {
 					}
 					named = named || c.Name == "Name" && c.Format == "name"
 				}
-				if !named {
+				// kube-apiserver's own StorageVersionMigration printer,
+				// served unchanged, gives its Name column no format.
+				if !named && r.Kind != "StorageVersionMigration" {
 					t.Errorf("no Name column of format name: %+v", tbl.ColumnDefinitions)
 				}
 				if len(tbl.Rows) != rows {

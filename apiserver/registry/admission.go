@@ -15,15 +15,17 @@ import (
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
 	"k8s.io/kubernetes/pkg/apis/admissionregistration"
+	"k8s.io/kubernetes/pkg/registry/admissionregistration/mutatingadmissionpolicy"
+	"k8s.io/kubernetes/pkg/registry/admissionregistration/mutatingadmissionpolicybinding"
 	"k8s.io/kubernetes/pkg/registry/admissionregistration/resolver"
 	"k8s.io/kubernetes/pkg/registry/admissionregistration/validatingadmissionpolicy"
 	"k8s.io/kubernetes/pkg/registry/admissionregistration/validatingadmissionpolicybinding"
 )
 
 // admissionResources are admissionregistration.k8s.io/v1's webhook
-// configurations and validating admission policies with their bindings
-// (stored and served; sqlkube does not call webhooks or run policies
-// yet), apiregistration.k8s.io/v1's APIServices (served; the aggregator
+// configurations and validating and mutating admission policies with
+// their bindings (the admission chain runs them: package admission),
+// apiregistration.k8s.io/v1's APIServices (served; the aggregator
 // proxies them, package aggregator) and flowcontrol.apiserver.k8s.io/v1's
 // flow schemas and priority levels (served and defaulted; requests are
 // limited by the in-flight limits, not by them).
@@ -47,15 +49,25 @@ func admissionResources(run Running) []*Resource {
 		func() runtime.Object { return &admissionregistrationv1.ValidatingAdmissionPolicyBinding{} },
 		func() runtime.Object { return &admissionregistrationv1.ValidatingAdmissionPolicyBindingList{} })
 	bindings.Strategy = validatingadmissionpolicybinding.NewStrategy(lazyAuthorizer(run), policyGetter{run: run}, resolver.ResourceResolverFunc(resolveKind(run)))
+	// Mutating policies (no status) and their bindings, checked as the
+	// validating ones are.
+	mutatingPolicies := resource(adm.WithKind("MutatingAdmissionPolicy"), "mutatingadmissionpolicies", "mutatingadmissionpolicy", false, false,
+		func() runtime.Object { return &admissionregistrationv1.MutatingAdmissionPolicy{} },
+		func() runtime.Object { return &admissionregistrationv1.MutatingAdmissionPolicyList{} })
+	mutatingPolicies.Strategy = mutatingadmissionpolicy.NewStrategy(lazyAuthorizer(run), resolver.ResourceResolverFunc(resolveKind(run)))
+	mutatingBindings := resource(adm.WithKind("MutatingAdmissionPolicyBinding"), "mutatingadmissionpolicybindings", "mutatingadmissionpolicybinding", false, false,
+		func() runtime.Object { return &admissionregistrationv1.MutatingAdmissionPolicyBinding{} },
+		func() runtime.Object { return &admissionregistrationv1.MutatingAdmissionPolicyBindingList{} })
+	mutatingBindings.Strategy = mutatingadmissionpolicybinding.NewStrategy(lazyAuthorizer(run), policyGetter{run: run}, resolver.ResourceResolverFunc(resolveKind(run)))
 	apiServices := resource(apiregistrationv1.SchemeGroupVersion.WithKind("APIService"), "apiservices", "apiservice", false, true,
 		func() runtime.Object { return &apiregistrationv1.APIService{} }, func() runtime.Object { return &apiregistrationv1.APIServiceList{} })
 	// Where and how the aggregator stores them: JSON, group-qualified.
 	apiServices.StoragePrefix, apiServices.StorageJSON = "/apiregistration.k8s.io/apiservices", true
-	for _, r := range []*Resource{mutating, validating, policies, bindings, apiServices} {
+	for _, r := range []*Resource{mutating, validating, policies, bindings, mutatingPolicies, mutatingBindings, apiServices} {
 		r.Categories = ext
 	}
 	return []*Resource{
-		mutating, validating, policies, bindings, apiServices,
+		mutating, validating, policies, bindings, mutatingPolicies, mutatingBindings, apiServices,
 		resource(fc.WithKind("FlowSchema"), "flowschemas", "flowschema", false, true,
 			func() runtime.Object { return &flowcontrolv1.FlowSchema{} }, func() runtime.Object { return &flowcontrolv1.FlowSchemaList{} }),
 		resource(fc.WithKind("PriorityLevelConfiguration"), "prioritylevelconfigurations", "prioritylevelconfiguration", false, true,
@@ -89,8 +101,8 @@ func resolveKind(run Running) func(schema.GroupVersionKind) (schema.GroupVersion
 	}
 }
 
-// policyGetter reads validating admission policies (internal version) for
-// the bindings' strategy.
+// policyGetter reads validating and mutating admission policies
+// (internal version) for the bindings' strategies.
 type policyGetter struct{ run Running }
 
 func (g policyGetter) GetValidatingAdmissionPolicy(ctx context.Context, name string) (*admissionregistration.ValidatingAdmissionPolicy, error) {
@@ -107,6 +119,22 @@ func (g policyGetter) GetValidatingAdmissionPolicy(ctx context.Context, name str
 		return nil, err
 	}
 	return in.(*admissionregistration.ValidatingAdmissionPolicy), nil
+}
+
+func (g policyGetter) GetMutatingAdmissionPolicy(ctx context.Context, name string) (*admissionregistration.MutatingAdmissionPolicy, error) {
+	client := g.run.Client()
+	if client == nil {
+		return nil, fmt.Errorf("server not started")
+	}
+	p, err := client.AdmissionregistrationV1().MutatingAdmissionPolicies().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	in, err := scheme.ToInternal(p)
+	if err != nil {
+		return nil, err
+	}
+	return in.(*admissionregistration.MutatingAdmissionPolicy), nil
 }
 
 // lazyNamespaces reads namespaces through the server's loopback client,

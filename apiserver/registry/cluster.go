@@ -13,10 +13,12 @@ import (
 )
 
 // clusterResources are the rest of storage.k8s.io/v1 (storage classes,
-// CSI nodes and storage capacities, volume attributes classes),
+// CSI nodes (+status) and storage capacities, volume attributes classes),
 // networking.k8s.io/v1 and resource.k8s.io/v1, stored where and in the
 // version kube-apiserver 1.34 stores them (ingresses under /ingress;
-// volume attributes classes as v1beta1, resource.k8s.io as v1beta2).
+// volume attributes classes as v1beta1, resource.k8s.io as v1beta2;
+// device taint rules, new in 1.37, as v1beta2 as kube-apiserver 1.37
+// stores them).
 func clusterResources(run Running) []*Resource {
 	st, net, res := storagev1.SchemeGroupVersion, networkingv1.SchemeGroupVersion, resourcev1.SchemeGroupVersion
 	vacStorage := storagev1beta1.SchemeGroupVersion
@@ -55,10 +57,13 @@ func clusterResources(run Running) []*Resource {
 	deviceClasses := resource(res.WithKind("DeviceClass"), "deviceclasses", "deviceclass", false, false,
 		func() runtime.Object { return &resourcev1.DeviceClass{} }, func() runtime.Object { return &resourcev1.DeviceClassList{} })
 	deviceClasses.StorageVersion = &resStorage
+	taintRules := resource(res.WithKind("DeviceTaintRule"), "devicetaintrules", "devicetaintrule", false, true,
+		func() runtime.Object { return &resourcev1.DeviceTaintRule{} }, func() runtime.Object { return &resourcev1.DeviceTaintRuleList{} })
+	taintRules.StorageVersion = &resStorage
 	return []*Resource{
 		resource(st.WithKind("StorageClass"), "storageclasses", "storageclass", false, false,
 			func() runtime.Object { return &storagev1.StorageClass{} }, func() runtime.Object { return &storagev1.StorageClassList{} }, "sc"),
-		resource(st.WithKind("CSINode"), "csinodes", "csinode", false, false,
+		resource(st.WithKind("CSINode"), "csinodes", "csinode", false, true,
 			func() runtime.Object { return &storagev1.CSINode{} }, func() runtime.Object { return &storagev1.CSINodeList{} }),
 		resource(st.WithKind("CSIStorageCapacity"), "csistoragecapacities", "csistoragecapacity", true, false,
 			func() runtime.Object { return &storagev1.CSIStorageCapacity{} }, func() runtime.Object { return &storagev1.CSIStorageCapacityList{} }),
@@ -72,6 +77,6 @@ func clusterResources(run Running) []*Resource {
 			func() runtime.Object { return &networkingv1.IPAddress{} }, func() runtime.Object { return &networkingv1.IPAddressList{} }, "ip"),
 		resource(net.WithKind("ServiceCIDR"), "servicecidrs", "servicecidr", false, true,
 			func() runtime.Object { return &networkingv1.ServiceCIDR{} }, func() runtime.Object { return &networkingv1.ServiceCIDRList{} }),
-		deviceClasses, claims, templates, slices,
+		deviceClasses, taintRules, claims, templates, slices,
 	}
 }

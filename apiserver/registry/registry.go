@@ -153,7 +153,8 @@ func (r *Resource) ObjectKey(obj runtime.Object) (string, error) {
 // Builtin are the built-in resources, in discovery's order.
 func Builtin(run Running) []*Resource {
 	return slices.Concat(coreResources(), storageResources(), workloadResources(run), groupResources(), eventResources(),
-		storageGroupResources(), clusterResources(run), admissionResources(run), certificateResources(), reviewResources(run))
+		storageGroupResources(), clusterResources(run), admissionResources(run), certificateResources(run), reviewResources(run),
+		storageMigrationResources())
 }
 
 // Registry holds the served resources by group, version and plural. The

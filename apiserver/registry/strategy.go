@@ -24,6 +24,7 @@ import (
 	"k8s.io/kubernetes/pkg/registry/batch/cronjob"
 	"k8s.io/kubernetes/pkg/registry/batch/job"
 	csr "k8s.io/kubernetes/pkg/registry/certificates/certificates"
+	"k8s.io/kubernetes/pkg/registry/certificates/clustertrustbundle"
 	"k8s.io/kubernetes/pkg/registry/coordination/lease"
 	"k8s.io/kubernetes/pkg/registry/core/configmap"
 	"k8s.io/kubernetes/pkg/registry/core/endpoint"
@@ -55,6 +56,7 @@ import (
 	"k8s.io/kubernetes/pkg/registry/rbac/role"
 	"k8s.io/kubernetes/pkg/registry/rbac/rolebinding"
 	"k8s.io/kubernetes/pkg/registry/resource/deviceclass"
+	"k8s.io/kubernetes/pkg/registry/resource/devicetaintrule"
 	"k8s.io/kubernetes/pkg/registry/resource/resourceslice"
 	"k8s.io/kubernetes/pkg/registry/scheduling/priorityclass"
 	"k8s.io/kubernetes/pkg/registry/storage/csidriver"
@@ -63,6 +65,7 @@ import (
 	"k8s.io/kubernetes/pkg/registry/storage/storageclass"
 	"k8s.io/kubernetes/pkg/registry/storage/volumeattachment"
 	"k8s.io/kubernetes/pkg/registry/storage/volumeattributesclass"
+	"k8s.io/kubernetes/pkg/registry/storagemigration/storagemigration"
 )
 
 // Strategy is Kubernetes' own behaviour for one type on create and update
@@ -80,6 +83,7 @@ type Strategy interface {
 var (
 	strategies = map[schema.GroupResource]Strategy{
 		{Group: "certificates.k8s.io", Resource: "certificatesigningrequests"}: csr.Strategy,
+		{Group: "certificates.k8s.io", Resource: "clustertrustbundles"}:        clustertrustbundle.Strategy,
 		{Resource: "namespaces"}:                                                             namespace.Strategy,
 		{Resource: "configmaps"}:                                                             configmap.Strategy,
 		{Resource: "secrets"}:                                                                secret.Strategy,
@@ -126,6 +130,8 @@ var (
 		{Group: "networking.k8s.io", Resource: "servicecidrs"}:                               servicecidr.Strategy,
 		{Group: "resource.k8s.io", Resource: "deviceclasses"}:                                deviceclass.Strategy,
 		{Group: "resource.k8s.io", Resource: "resourceslices"}:                               resourceslice.Strategy,
+		{Group: "resource.k8s.io", Resource: "devicetaintrules"}:                             devicetaintrule.Strategy,
+		{Group: "storagemigration.k8s.io", Resource: "storageversionmigrations"}:             storagemigration.Strategy,
 		{Group: "admissionregistration.k8s.io", Resource: "mutatingwebhookconfigurations"}:   mutatingwebhookconfiguration.Strategy,
 		{Group: "admissionregistration.k8s.io", Resource: "validatingwebhookconfigurations"}: validatingwebhookconfiguration.Strategy,
 		{Group: "apiregistration.k8s.io", Resource: "apiservices"}:                           apiservice.Strategy,
@@ -152,6 +158,9 @@ var (
 		{Group: "batch", Resource: "cronjobs"}:                                           cronjob.StatusStrategy,
 		{Group: "policy", Resource: "poddisruptionbudgets"}:                              poddisruptionbudget.StatusStrategy,
 		{Group: "storage.k8s.io", Resource: "volumeattachments"}:                         volumeattachment.StatusStrategy,
+		{Group: "storage.k8s.io", Resource: "csinodes"}:                                  csinode.StatusStrategy,
+		{Group: "resource.k8s.io", Resource: "devicetaintrules"}:                         devicetaintrule.StatusStrategy,
+		{Group: "storagemigration.k8s.io", Resource: "storageversionmigrations"}:         storagemigration.StatusStrategy,
 		{Resource: "replicationcontrollers"}:                                             replicationcontroller.StatusStrategy,
 		{Group: "autoscaling", Resource: "horizontalpodautoscalers"}:                     horizontalpodautoscaler.StatusStrategy,
 		{Group: "networking.k8s.io", Resource: "ingresses"}:                              ingress.StatusStrategy,
