@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/admission/plugin/namespace/lifecycle"
+	policymutating "k8s.io/apiserver/pkg/admission/plugin/policy/mutating"
 	policyvalidating "k8s.io/apiserver/pkg/admission/plugin/policy/validating"
 	"k8s.io/apiserver/pkg/admission/plugin/resourcequota"
 	mutatingwebhook "k8s.io/apiserver/pkg/admission/plugin/webhook/mutating"
@@ -42,8 +43,9 @@ import (
 // pods/eviction, serviceaccounts/token) are admitted with their body's
 // kind, namespaces/finalize as an update, the proxies as a CONNECT with
 // their options; validating admission of a delete sees the stored object
-// (oldObject), right before it is deleted. Webhooks and
-// ValidatingAdmissionPolicy: webhook.go.
+// (oldObject), right before it is deleted. Webhooks and admission
+// policies (MutatingAdmissionPolicy, ValidatingAdmissionPolicy):
+// webhook.go.
 //
 // Errors are the plugins' own: 403 Forbidden with their message (quota
 // exceeded, PodSecurity violations, a missing service account or
@@ -66,7 +68,8 @@ var admissionOrder = []string{
 	podsecurity.PluginName,  // PodSecurity
 	priority.PluginName,     // Priority
 	runtimeclass.PluginName, // RuntimeClass
-	// Webhooks, policies and quota go at the end, as upstream.
+	// Policies, webhooks and quota go at the end, as upstream.
+	policymutating.PluginName,    // MutatingAdmissionPolicy
 	mutatingwebhook.PluginName,   // MutatingAdmissionWebhook
 	policyvalidating.PluginName,  // ValidatingAdmissionPolicy
 	validatingwebhook.PluginName, // ValidatingAdmissionWebhook
@@ -127,6 +130,7 @@ func NewChain(opts ChainOptions, stop <-chan struct{}) (admission.Interface, err
 	podsecurity.Register(plugins)
 	priority.Register(plugins)
 	runtimeclass.Register(plugins)
+	policymutating.Register(plugins)
 	mutatingwebhook.Register(plugins)
 	policyvalidating.Register(plugins)
 	validatingwebhook.Register(plugins)

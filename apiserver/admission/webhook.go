@@ -20,15 +20,19 @@ import (
 	controlplaneadmission "k8s.io/kubernetes/pkg/controlplane/apiserver/admission"
 )
 
-// Admission webhooks and ValidatingAdmissionPolicy are Kubernetes' own
-// plugins (MutatingAdmissionWebhook, ValidatingAdmissionPolicy,
-// ValidatingAdmissionWebhook), initialized as kube-apiserver initializes
-// them: the generic initializer with the loopback client, a dynamic
-// client and a discovery REST mapper (reset every 30s, and on a kind it
-// does not know); the webhook initializer with an authentication-info
-// resolver and a service resolver; the control plane's initializer with
-// the quota configuration and the resources expression-based admission
-// leaves alone (TokenReviews, SubjectAccessReviews, ...).
+// Admission webhooks and policies are Kubernetes' own plugins
+// (MutatingAdmissionPolicy, MutatingAdmissionWebhook,
+// ValidatingAdmissionPolicy, ValidatingAdmissionWebhook), initialized as
+// kube-apiserver initializes them: the generic initializer with the
+// loopback client, a dynamic client and a discovery REST mapper (reset
+// every 30s, and on a kind it does not know); the webhook initializer
+// with an authentication-info resolver and a service resolver; the
+// control plane's initializer with the quota configuration and the
+// resources expression-based admission leaves alone (TokenReviews,
+// SubjectAccessReviews, ...). Mutating policies' patches are applied
+// with type converters made of the server's own /openapi/v3 documents,
+// read through the loopback client, as kube-apiserver's plugin reads its
+// own.
 //
 // A webhook's service reference resolves to one of the service's ready
 // endpoints (its EndpointSlices), as kube-apiserver does with
