@@ -17,15 +17,17 @@ func IsNode(u user.Info) (string, bool) { return NodeIdentifier.NodeIdentity(u) 
 
 // newNodeAuthorizer builds Kubernetes' Node authorizer: a node may read
 // only the pods bound to it and the secrets, config maps, volumes and
-// service accounts those pods use, its own Node object and Lease, and what
-// the bootstrap policy's node rules allow every node; anything else has
-// no opinion (RBAC decides). What is bound to what comes from a graph fed
-// by the pods, persistent volumes and volume attachments informers of
-// factory (request before factory starts). Resource slices and pod
-// certificate requests are not served, so they are not watched.
+// service accounts those pods use, its own Node object and Lease, the
+// resource slices and pod certificate requests of its node, and what the
+// bootstrap policy's node rules allow every node; anything else has no
+// opinion (RBAC decides). What is bound to what comes from a graph fed by
+// the pods, persistent volumes, volume attachments, resource slices and
+// pod certificate requests informers of factory (request before factory
+// starts), as kube-apiserver feeds it.
 func newNodeAuthorizer(factory informers.SharedInformerFactory) *node.NodeAuthorizer {
 	graph := node.NewGraph()
 	core := factory.Core().V1()
-	node.AddGraphEventHandlers(graph, core.Nodes(), core.Pods(), core.PersistentVolumes(), factory.Storage().V1().VolumeAttachments(), nil, nil)
+	node.AddGraphEventHandlers(graph, core.Nodes(), core.Pods(), core.PersistentVolumes(), factory.Storage().V1().VolumeAttachments(),
+		factory.Resource().V1().ResourceSlices(), factory.Certificates().V1().PodCertificateRequests())
 	return node.NewAuthorizer(graph, NodeIdentifier, bootstrappolicy.NodeRules())
 }
