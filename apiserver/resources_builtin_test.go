@@ -222,7 +222,7 @@ func TestBuiltin_ServedSpecially(t *testing.T) {
 }
 
 // TestBuiltin_StoredAsKubeAPIServer: objects are stored under the keys and
-// in the versions and encodings kube-apiserver v1.34.2 uses (checked
+// in the versions and encodings kube-apiserver v1.37.2 uses (checked
 // against one: it and sqlkube read each other's objects), so either may
 // serve a database the other wrote.
 func TestBuiltin_StoredAsKubeAPIServer(t *testing.T) {
@@ -236,10 +236,10 @@ func TestBuiltin_StoredAsKubeAPIServer(t *testing.T) {
 	}{
 		{schema.GroupVersionResource{Version: "v1", Resource: "replicationcontrollers"}, "/registry/controllers/default/rc1", "\x0a\x02v1"},
 		{schema.GroupVersionResource{Group: "networking.k8s.io", Version: "v1", Resource: "ingresses"}, "/registry/ingress/default/ing1", "networking.k8s.io/v1"},
-		{schema.GroupVersionResource{Group: "storage.k8s.io", Version: "v1", Resource: "volumeattributesclasses"}, "/registry/volumeattributesclasses/gold", "storage.k8s.io/v1beta1"},
+		{schema.GroupVersionResource{Group: "storage.k8s.io", Version: "v1", Resource: "volumeattributesclasses"}, "/registry/volumeattributesclasses/gold", "storage.k8s.io/v1"},
 		{schema.GroupVersionResource{Group: "autoscaling", Version: "v2", Resource: "horizontalpodautoscalers"}, "/registry/horizontalpodautoscalers/default/h1", "autoscaling/v2"},
-		{schema.GroupVersionResource{Group: "resource.k8s.io", Version: "v1", Resource: "deviceclasses"}, "/registry/deviceclasses/gpu", "resource.k8s.io/v1beta2"},
-		{schema.GroupVersionResource{Group: "resource.k8s.io", Version: "v1", Resource: "resourceclaims"}, "/registry/resourceclaims/default/claim1", "resource.k8s.io/v1beta2"},
+		{schema.GroupVersionResource{Group: "resource.k8s.io", Version: "v1", Resource: "deviceclasses"}, "/registry/deviceclasses/gpu", "resource.k8s.io/v1"},
+		{schema.GroupVersionResource{Group: "resource.k8s.io", Version: "v1", Resource: "resourceclaims"}, "/registry/resourceclaims/default/claim1", "resource.k8s.io/v1"},
 		{schema.GroupVersionResource{Group: "apiregistration.k8s.io", Version: "v1", Resource: "apiservices"}, "/registry/apiregistration.k8s.io/apiservices/v1beta1.metrics.k8s.io",
 			`{"kind":"APIService","apiVersion":"apiregistration.k8s.io/v1"`},
 	} {

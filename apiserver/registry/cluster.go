@@ -5,7 +5,6 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 	resourcev1beta2 "k8s.io/api/resource/v1beta2"
 	storagev1 "k8s.io/api/storage/v1"
-	storagev1beta1 "k8s.io/api/storage/v1beta1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/kubernetes/pkg/registry/resource/resourceclaim"
@@ -15,16 +14,15 @@ import (
 // clusterResources are the rest of storage.k8s.io/v1 (storage classes,
 // CSI nodes (+status) and storage capacities, volume attributes classes),
 // networking.k8s.io/v1 and resource.k8s.io/v1, stored where and in the
-// version kube-apiserver 1.34 stores them (ingresses under /ingress;
-// volume attributes classes as v1beta1, resource.k8s.io as v1beta2;
-// device taint rules, new in 1.37, as v1beta2 as kube-apiserver 1.37
-// stores them).
+// version kube-apiserver 1.37 stores them (ingresses under /ingress; device
+// taint rules as v1beta2, which 1.36 reads; the rest as v1, where 1.34 stored
+// volume attributes classes as v1beta1 and resource.k8s.io as v1beta2:
+// objects a 1.34 server wrote are read in those versions and written back
+// as v1).
 func clusterResources(run Running) []*Resource {
 	st, net, res := storagev1.SchemeGroupVersion, networkingv1.SchemeGroupVersion, resourcev1.SchemeGroupVersion
-	vacStorage := storagev1beta1.SchemeGroupVersion
 	vac := resource(st.WithKind("VolumeAttributesClass"), "volumeattributesclasses", "volumeattributesclass", false, false,
 		func() runtime.Object { return &storagev1.VolumeAttributesClass{} }, func() runtime.Object { return &storagev1.VolumeAttributesClassList{} }, "vac")
-	vac.StorageVersion = &vacStorage
 	ingresses := resource(net.WithKind("Ingress"), "ingresses", "ingress", true, true,
 		func() runtime.Object { return &networkingv1.Ingress{} }, func() runtime.Object { return &networkingv1.IngressList{} }, "ing")
 	ingresses.StoragePrefix = "/ingress"
@@ -48,15 +46,11 @@ func clusterResources(run Running) []*Resource {
 		}
 		return fields.Set{"spec.nodeName": node, "spec.driver": rs.Spec.Driver}
 	}
-	// kube-apiserver 1.34 stores resource.k8s.io in v1beta2, which 1.33
-	// reads (v1 is new in 1.34).
-	resStorage := resourcev1beta2.SchemeGroupVersion
-	for _, r := range []*Resource{claims, templates, slices} {
-		r.StorageVersion = &resStorage
-	}
 	deviceClasses := resource(res.WithKind("DeviceClass"), "deviceclasses", "deviceclass", false, false,
 		func() runtime.Object { return &resourcev1.DeviceClass{} }, func() runtime.Object { return &resourcev1.DeviceClassList{} })
-	deviceClasses.StorageVersion = &resStorage
+	// kube-apiserver 1.37 stores device taint rules (GA in 1.37) in
+	// v1beta2, which 1.36 reads.
+	resStorage := resourcev1beta2.SchemeGroupVersion
 	taintRules := resource(res.WithKind("DeviceTaintRule"), "devicetaintrules", "devicetaintrule", false, true,
 		func() runtime.Object { return &resourcev1.DeviceTaintRule{} }, func() runtime.Object { return &resourcev1.DeviceTaintRuleList{} })
 	taintRules.StorageVersion = &resStorage
