@@ -19,7 +19,9 @@ var kindOptionalFields = map[string]bool{
 }
 
 // upstreamRequired is the required fields of each type kube-apiserver
-// publishes, by Go type ("k8s.io/api/core/v1.PodSpec"): which fields are
+// publishes, by definition name ("io.k8s.api.core.v1.PodSpec"; since 1.37
+// the generated definitions are keyed so, by OpenAPIModelName, where they
+// were keyed by Go type, "k8s.io/api/core/v1.PodSpec"): which fields are
 // required is written in comments (+optional), which reflection cannot
 // read; the json tags' omitempty (what structSchema goes by otherwise)
 // says only how a field is encoded.
@@ -27,6 +29,9 @@ var upstreamRequired = sync.OnceValue(func() map[string][]string {
 	defs := generatedopenapi.GetOpenAPIDefinitions(func(string) spec.Ref { return spec.Ref{} })
 	out := make(map[string][]string, len(defs))
 	for name, def := range defs {
+		if strings.Contains(name, "/") {
+			name = friendlyName(name)
+		}
 		out[name] = def.Schema.Required
 	}
 	return out
@@ -44,7 +49,7 @@ func (g *schemaGen) structSchema(owner string, t reflect.Type) (spec.Schema, err
 	if len(props) > 0 {
 		s.Properties = props
 	}
-	if req, ok := upstreamRequired()[t.PkgPath()+"."+t.Name()]; ok {
+	if req, ok := upstreamRequired()[definitionName(t)]; ok {
 		s.Required = req
 		return s, nil
 	}
