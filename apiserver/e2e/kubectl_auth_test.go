@@ -85,7 +85,7 @@ func TestKubectl_Auth(t *testing.T) {
 				t.Errorf("dev: can-i list configmaps --as=jane: %q, want no", out)
 			}
 			for _, as := range []string{"--as=joe", "--as=system:serviceaccount:default:default"} {
-				if out, err := s.kubectlWith(t, dev, bin, "auth", "can-i", "list", "configmaps", as); err == nil || !strings.Contains(out+err.Error(), `cannot impersonate resource`) {
+				if out, err := s.kubectlWith(t, dev, bin, "auth", "can-i", "list", "configmaps", as); err == nil || !strings.Contains(out+err.Error(), `cannot impersonate`) {
 					t.Errorf("dev: can-i %s: %q %v, want Forbidden", as, out, err)
 				}
 			}
