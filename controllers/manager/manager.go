@@ -185,6 +185,9 @@ func runControllers(ctx context.Context, c *kcmconfig.CompletedConfig) error {
 	if err != nil {
 		return fmt.Errorf("controller manager: %w", err)
 	}
+	for i, c := range controllers {
+		controllers[i] = namedLogger{c}
+	}
 	cctx.InformerFactory.Start(ctx.Done())
 	cctx.ObjectOrMetadataInformerFactory.Start(ctx.Done())
 	close(cctx.InformersStarted)
@@ -196,6 +199,16 @@ func runControllers(ctx context.Context, c *kcmconfig.CompletedConfig) error {
 		return errors.New("controller manager: controllers did not stop within --controller-shutdown-timeout")
 	}
 	return nil
+}
+
+// namedLogger runs a controller with its logger named after it
+// (logger=endpoints-controller), as it was built: since 1.37 upstream
+// names it only while building, and what a controller logs as it runs, a
+// recovered panic included (internal/panics), would not say whose it is.
+type namedLogger struct{ app.Controller }
+
+func (c namedLogger) Run(ctx context.Context) {
+	c.Controller.Run(klog.NewContext(ctx, klog.LoggerWithName(klog.FromContext(ctx), c.Name())))
 }
 
 // startTokensController runs Kubernetes' tokens controller, which fills
