@@ -14,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
+
+	"github.com/sqlkube/sqlkube/apiserver"
 )
 
 // causes returns the field paths of a 422's causes.
@@ -30,7 +32,9 @@ func causes(t *testing.T, err error) []string {
 }
 
 func TestStrategy_PodDefaults(t *testing.T) {
-	cs := kubernetes.NewForConfigOrDie(newServer(t))
+	// Defaults only: DefaultTolerationSeconds would add tolerations.
+	cfg, _ := newServerWith(t, apiserver.Config{DisableAdmissionPlugins: []string{"ServiceAccount", "DefaultTolerationSeconds"}})
+	cs := kubernetes.NewForConfigOrDie(cfg)
 	pod, err := cs.CoreV1().Pods("default").Create(context.Background(), &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "web"},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{

@@ -22,11 +22,25 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/kubernetes/pkg/api/legacyscheme"
+	certapproval "k8s.io/kubernetes/plugin/pkg/admission/certificates/approval"
+	"k8s.io/kubernetes/plugin/pkg/admission/certificates/ctbattest"
+	certsigning "k8s.io/kubernetes/plugin/pkg/admission/certificates/signing"
+	certsubjectrestriction "k8s.io/kubernetes/plugin/pkg/admission/certificates/subjectrestriction"
+	"k8s.io/kubernetes/plugin/pkg/admission/defaulttolerationseconds"
 	"k8s.io/kubernetes/plugin/pkg/admission/limitranger"
+	"k8s.io/kubernetes/plugin/pkg/admission/network/defaultingressclass"
+	"k8s.io/kubernetes/plugin/pkg/admission/nodedeclaredfeatures"
+	"k8s.io/kubernetes/plugin/pkg/admission/nodetaint"
+	"k8s.io/kubernetes/plugin/pkg/admission/podresize"
+	"k8s.io/kubernetes/plugin/pkg/admission/podtopologylabels"
 	"k8s.io/kubernetes/plugin/pkg/admission/priority"
 	"k8s.io/kubernetes/plugin/pkg/admission/runtimeclass"
+	"k8s.io/kubernetes/plugin/pkg/admission/scheduling/podgroupprotection"
 	"k8s.io/kubernetes/plugin/pkg/admission/security/podsecurity"
 	"k8s.io/kubernetes/plugin/pkg/admission/serviceaccount"
+	"k8s.io/kubernetes/plugin/pkg/admission/storage/persistentvolume/resize"
+	"k8s.io/kubernetes/plugin/pkg/admission/storage/storageclass/setdefault"
+	"k8s.io/kubernetes/plugin/pkg/admission/storage/storageobjectinuseprotection"
 )
 
 // Admission is Kubernetes' own admission plugins, run as kube-apiserver
@@ -49,7 +63,8 @@ import (
 //
 // Errors are the plugins' own: 403 Forbidden with their message (quota
 // exceeded, PodSecurity violations, a missing service account or
-// RuntimeClass, a terminating namespace), 404 for a namespace that does
+// RuntimeClass, a terminating namespace, a claim resize its class does
+// not allow, approving or signing for a signer without its verb), 404 for a namespace that does
 // not exist, 422 for LimitRanger's min/max violations and denying
 // policies; a webhook's denial has the webhook's code (400 without one),
 // a webhook that cannot be called (down, too slow, answering garbage)
@@ -58,16 +73,33 @@ import (
 
 // admissionOrder is the order kube-apiserver runs the plugins sqlkube
 // enables (its AllOrderedPlugins), whatever order a configuration names
-// them in.
+// them in: every plugin kube-apiserver 1.37 enables by default. The
+// gated ones (PodGroupProtection, PodTopologyLabels,
+// NodeDeclaredFeatureValidator, PodResizeValidator, ClusterTrustBundleAttest)
+// do nothing while their feature gate is off.
 var admissionOrder = []string{
 	lifecycle.PluginName,      // NamespaceLifecycle
 	limitranger.PluginName,    // LimitRanger
 	serviceaccount.PluginName, // ServiceAccount
 	// NodeRestriction goes here (with the Node authorizer): after
-	// ServiceAccount, before PodSecurity, as upstream.
-	podsecurity.PluginName,  // PodSecurity
-	priority.PluginName,     // Priority
-	runtimeclass.PluginName, // RuntimeClass
+	// ServiceAccount, before TaintNodesByCondition, as upstream.
+	nodetaint.PluginName,                    // TaintNodesByCondition
+	podsecurity.PluginName,                  // PodSecurity
+	priority.PluginName,                     // Priority
+	defaulttolerationseconds.PluginName,     // DefaultTolerationSeconds
+	setdefault.PluginName,                   // DefaultStorageClass
+	storageobjectinuseprotection.PluginName, // StorageObjectInUseProtection
+	podgroupprotection.PluginName,           // PodGroupProtection
+	resize.PluginName,                       // PersistentVolumeClaimResize
+	runtimeclass.PluginName,                 // RuntimeClass
+	certapproval.PluginName,                 // CertificateApproval
+	certsigning.PluginName,                  // CertificateSigning
+	ctbattest.PluginName,                    // ClusterTrustBundleAttest
+	certsubjectrestriction.PluginName,       // CertificateSubjectRestriction
+	defaultingressclass.PluginName,          // DefaultIngressClass
+	podtopologylabels.PluginName,            // PodTopologyLabels
+	nodedeclaredfeatures.PluginName,         // NodeDeclaredFeatureValidator
+	podresize.PluginName,                    // PodResizeValidator
 	// Policies, webhooks and quota go at the end, as upstream.
 	policymutating.PluginName,    // MutatingAdmissionPolicy
 	mutatingwebhook.PluginName,   // MutatingAdmissionWebhook
@@ -127,9 +159,28 @@ func NewChain(opts ChainOptions, stop <-chan struct{}) (admission.Interface, err
 	})
 	limitranger.Register(plugins)
 	serviceaccount.Register(plugins)
+	nodetaint.Register(plugins)
 	podsecurity.Register(plugins)
 	priority.Register(plugins)
+	// 300 s each, as kube-apiserver's --default-not-ready-toleration-seconds
+	// and --default-unreachable-toleration-seconds by default.
+	defaulttolerationseconds.Register(plugins)
+	setdefault.Register(plugins)
+	storageobjectinuseprotection.Register(plugins)
+	podgroupprotection.Register(plugins)
+	resize.Register(plugins)
 	runtimeclass.Register(plugins)
+	// The certificate plugins and ClusterTrustBundleAttest ask the
+	// server's authorizer (the generic initializer's) whether the writer
+	// may approve, sign or attest for the signer.
+	certapproval.Register(plugins)
+	certsigning.Register(plugins)
+	ctbattest.Register(plugins)
+	certsubjectrestriction.Register(plugins)
+	defaultingressclass.Register(plugins)
+	podtopologylabels.Register(plugins)
+	nodedeclaredfeatures.Register(plugins)
+	podresize.Register(plugins)
 	policymutating.Register(plugins)
 	mutatingwebhook.Register(plugins)
 	policyvalidating.Register(plugins)

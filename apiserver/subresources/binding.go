@@ -17,14 +17,18 @@ import (
 	"k8s.io/apiserver/pkg/admission"
 	k8sstorage "k8s.io/apiserver/pkg/storage"
 	storeerr "k8s.io/apiserver/pkg/storage/errors"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	"k8s.io/kubernetes/pkg/features"
 )
 
 var bindingGVK = corev1.SchemeGroupVersion.WithKind("Binding")
 
 // bind serves POST pods/NAME/binding (and the legacy POST
 // namespaces/NS/bindings, where the pod is the Binding's name): the pod
-// gets spec.nodeName, the Binding's annotations and a PodScheduled=True
-// condition. 409 if the pod is already bound or being deleted, 404 if it
+// gets spec.nodeName, the Binding's annotations, its labels (the node's
+// topology labels, which the PodTopologyLabels admission plugin puts
+// there, as kube-apiserver copies them while PodTopologyLabelsAdmission
+// is on) and a PodScheduled=True condition. 409 if the pod is already bound or being deleted, 404 if it
 // does not exist, 422 for a target that is not a node; a Binding with a
 // uid or resourceVersion binds only that pod version (409 otherwise).
 // It answers a Status with code 201, as kube-apiserver does.
@@ -82,6 +86,14 @@ func bind(h *handlers.Request) error {
 				pod.Annotations = map[string]string{}
 			}
 			pod.Annotations[k] = v
+		}
+		if utilfeature.DefaultFeatureGate.Enabled(features.PodTopologyLabelsAdmission) {
+			for k, v := range b.Labels {
+				if pod.Labels == nil {
+					pod.Labels = map[string]string{}
+				}
+				pod.Labels[k] = v
+			}
 		}
 		setPodCondition(&pod.Status, corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionTrue})
 		return pod, nil, nil
