@@ -26,7 +26,7 @@ func TestControllerManager_LeaderElection(t *testing.T) {
 			"--leader-elect-lease-duration="+leaseDuration.String(), "--leader-elect-renew-deadline=4s", "--leader-elect-retry-period=500ms")
 	}
 	acquired := func(m *server) bool {
-		return strings.Contains(m.logs(), "successfully acquired lease")
+		return strings.Contains(strings.ToLower(m.logs()), "successfully acquired lease") // client-go 1.37 capitalises it
 	}
 	holder := func() string {
 		l, err := cs.CoordinationV1().Leases("kube-system").Get(ctx, "kube-controller-manager", metav1.GetOptions{})
