@@ -25,16 +25,25 @@ func ModuleRoot() (string, error) {
 	return filepath.Dir(mod), nil
 }
 
-// LDFlags are the linker flags the Makefile uses: the version of
-// k8s.io/kubernetes in go.mod as the components' version.
-func LDFlags(root string) (string, error) {
+// KubernetesVersion is the version of k8s.io/kubernetes in go.mod
+// ("v1.37.2"), which the binary Build makes reports.
+func KubernetesVersion(root string) (string, error) {
 	list := exec.Command("go", "list", "-m", "-f", "{{.Version}}", "k8s.io/kubernetes")
 	list.Dir = root
 	out, err := list.Output()
 	if err != nil {
 		return "", fmt.Errorf("go list -m k8s.io/kubernetes: %w", err)
 	}
-	v := strings.TrimSpace(string(out))
+	return strings.TrimSpace(string(out)), nil
+}
+
+// LDFlags are the linker flags the Makefile uses: the version of
+// k8s.io/kubernetes in go.mod as the components' version.
+func LDFlags(root string) (string, error) {
+	v, err := KubernetesVersion(root)
+	if err != nil {
+		return "", err
+	}
 	parts := strings.Split(strings.TrimPrefix(v, "v"), ".")
 	if len(parts) < 2 {
 		return "", fmt.Errorf("k8s.io/kubernetes version %q", v)
