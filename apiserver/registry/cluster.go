@@ -48,6 +48,15 @@ func clusterResources(run Running) []*Resource {
 	}
 	deviceClasses := resource(res.WithKind("DeviceClass"), "deviceclasses", "deviceclass", false, false,
 		func() runtime.Object { return &resourcev1.DeviceClass{} }, func() runtime.Object { return &resourcev1.DeviceClassList{} })
+	// Stored as v1 through the internal version, as kube-apiserver
+	// does: that codec decodes every version of the group, so what 1.34
+	// stored as v1beta2 (v1beta1) reads; the served version's own codec
+	// decodes v1 only ("converting (v1beta2.DeviceClass) to
+	// (v1.DeviceClass): unknown conversion").
+	for _, r := range []*Resource{claims, templates, slices, deviceClasses} {
+		r.StorageVersion = &res
+	}
+	vac.StorageVersion = &st
 	// kube-apiserver 1.37 stores device taint rules (GA in 1.37) in
 	// v1beta2, which 1.36 reads.
 	resStorage := resourcev1beta2.SchemeGroupVersion
