@@ -5,7 +5,7 @@
 # server listed at the end. TestUpgrade_FromV1342 (apiserver/e2e/upgrade_test.go)
 # serves it with the current binary. See README.md.
 #
-#   apiserver/e2e/testdata/upgrade-v1.34.2/make-fixture.sh
+#   apiserver/e2e/testdata/upgrade-v1.34.2/make-fixture.sh [OUT.tar.gz]
 #
 # It builds the old binary in a scratch worktree of this repository (about
 # 7 minutes on 2 cores; SQLKUBE_OLD_BIN=PATH uses one already built), runs
@@ -20,6 +20,7 @@ set -euo pipefail
 commit=8dd90df
 k8s_version=v1.34.2
 here=$(cd "$(dirname "$0")" && pwd)
+out=$(realpath -m "${1:-$here/fixture.tar.gz}")
 repo=$(git -C "$here" rev-parse --show-toplevel)
 work=$(mktemp -d /tmp/sqlkube-upgrade-fixture.XXXXXX)
 server_pid=
@@ -115,5 +116,5 @@ ls -la "$data" "$data/tls"
 # 6. The tarball: data/ (kubeconfig, state.db, tls/, token) and
 # objects.json, with fixed owners and times.
 tar -C "$work" --sort=name --owner=0 --group=0 --numeric-owner --mtime=@0 -cf - data objects.json |
-	gzip -9n >"$here/fixture.tar.gz"
-ls -l "$here/fixture.tar.gz"
+	gzip -9n >"$out"
+ls -l "$out"
