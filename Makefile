@@ -13,10 +13,51 @@ LDFLAGS := -X main.version=$(VERSION) \
 	-X k8s.io/component-base/version.gitVersion=$(K8S_VERSION) \
 	-X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$(K8S_MINOR)
 
-.PHONY: run build test test-deps test-deps-helm test-deps-kubectl test-ha vet fmt bench bench-compare bench-net image conformance
+# containerd is linked into sqlkube (`sqlkube containerd`): the version of
+# github.com/containerd/containerd/v2 in go.mod, which it reports as
+# containerd's (the node's containerRuntimeVersion, containerd://2.x).
+CONTAINERD_MODULE  := github.com/containerd/containerd/v2
+CONTAINERD_VERSION := $(shell $(GO) list -m -f '{{.Version}}' $(CONTAINERD_MODULE) 2>/dev/null)
+LDFLAGS += -X $(CONTAINERD_MODULE)/version.Version=$(CONTAINERD_VERSION:v%=%)
 
-build:
+.PHONY: run build runtime test test-deps test-deps-helm test-deps-kubectl test-ha vet fmt bench bench-compare bench-net bench-shim image conformance
+
+build: runtime
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/sqlkube ./cmd/sqlkube
+
+# runtime builds the two programs sqlkube's containerd runs pods with into
+# RUNTIME_DIR, beside bin/sqlkube, where a node finds them before PATH:
+# containerd's runc shim (containerd-shim-runc-v2) at the containerd
+# version in go.mod, static and without cgo, as containerd's Makefile
+# builds it; and the runc that containerd release is tested with (its
+# script/setup/runc-version; RUNC_VERSION=vX.Y.Z to choose another), with
+# seccomp (cgo and libseccomp-dev), as containerd's CI builds it. Both
+# with go install from the module proxy, against their own go.mod files.
+# A binary whose module version (go version -m) is the wanted one is kept;
+# each build takes about a minute on 2 cores with a warm module cache.
+RUNTIME_DIR ?= $(CURDIR)/bin
+RUNC_VERSION ?=
+
+runtime:
+	@set -e; mkdir -p "$(RUNTIME_DIR)"; \
+	  cv="$(CONTAINERD_VERSION)"; [ -n "$$cv" ] || { echo "no $(CONTAINERD_MODULE) in go.mod"; exit 1; }; \
+	  rv="$(RUNC_VERSION)"; \
+	  if [ -z "$$rv" ]; then \
+	    dir=$$($(GO) mod download -json $(CONTAINERD_MODULE)@$$cv | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$$/\1/p'); \
+	    rv=$$(cat "$$dir/script/setup/runc-version"); \
+	  fi; \
+	  have() { [ "$$($(GO) version -m "$(RUNTIME_DIR)/$$1" 2>/dev/null | awk '$$1 == "mod" { print $$3 }')" = "$$2" ]; }; \
+	  if ! have containerd-shim-runc-v2 $$cv; then \
+	    echo "building containerd-shim-runc-v2 $$cv into $(RUNTIME_DIR)"; \
+	    (cd / && GOFLAGS= CGO_ENABLED=0 GOBIN="$(RUNTIME_DIR)" $(GO) install -tags "urfave_cli_no_docs no_grpc" \
+	      -ldflags "-X $(CONTAINERD_MODULE)/version.Version=$${cv#v}" $(CONTAINERD_MODULE)/cmd/containerd-shim-runc-v2@$$cv); \
+	  fi; \
+	  if ! have runc $$rv; then \
+	    echo "building runc $$rv into $(RUNTIME_DIR)"; \
+	    [ -e /usr/include/seccomp.h ] || { echo "runc needs libseccomp's headers (Debian: apt-get install libseccomp-dev)"; exit 1; }; \
+	    (cd / && GOFLAGS= CGO_ENABLED=1 GOBIN="$(RUNTIME_DIR)" $(GO) install -tags "seccomp urfave_cli_no_docs" \
+	      github.com/opencontainers/runc@$$rv); \
+	  fi
 
 # RUN_ARGS are extra flags for the server, e.g. RUN_ARGS=--fake-nodes=3.
 RUN_ARGS ?=
@@ -27,12 +68,14 @@ run: build
 # test-deps installs what the tests drive when it is missing and we may
 # install (root with apt), as BINARY:DEBIAN-PACKAGE pairs: etcdctl for the
 # end-to-end tests, the etcd server for the datastore migration tests' etcd
-# legs, and for the real-node tests containerd, runc, the CNI plugins and a
-# static busybox (the tests build their image from it), and iptables and
-# nftables for the nodes' pod network and kube-proxy. Under CI=true a
-# missing tool is an error here and a failure in those tests; elsewhere
-# they skip with a line.
-TEST_PACKAGES = etcdctl:etcd-client etcd:etcd-server containerd:containerd runc:runc \
+# legs, and for the real-node tests libseccomp's headers (make runtime
+# builds runc with them; containerd is sqlkube's own, with the shim and
+# runc of make runtime, never Debian's), the CNI plugins and a static
+# busybox (the tests build their image from it), and iptables and nftables
+# for the nodes' pod network and kube-proxy. Under CI=true a missing tool
+# is an error here and a failure in those tests; elsewhere they skip with
+# a line.
+TEST_PACKAGES = etcdctl:etcd-client etcd:etcd-server /usr/include/seccomp.h:libseccomp-dev \
 	/usr/lib/cni/bridge:containernetworking-plugins /bin/busybox:busybox-static \
 	iptables:iptables nft:nftables
 
@@ -83,11 +126,14 @@ test-deps-kubectl:
 	    { [ "$$CI" = true ] && exit 1; echo "could not build kubectl $$v: the kubectl tests skip it"; }; \
 	done
 
-test: test-deps test-deps-helm test-deps-kubectl
+# The real-node tests run sqlkube's containerd with make runtime's shim
+# and runc (SQLKUBE_RUNTIME_DIR: internal/testbin links them beside the
+# sqlkube it builds).
+test: test-deps test-deps-helm test-deps-kubectl runtime
 	$(GO) vet ./...
 	# One package at a time: the conformance suites run their backends in
 	# parallel and are timing-sensitive on a 2-core machine.
-	SQLKUBE_HELM_DIR="$(HELM_DIR)" SQLKUBE_KUBECTL_DIR="$(KUBECTL_DIR)" $(GO) test -p 1 -count=1 -timeout 40m ./...
+	SQLKUBE_HELM_DIR="$(HELM_DIR)" SQLKUBE_KUBECTL_DIR="$(KUBECTL_DIR)" SQLKUBE_RUNTIME_DIR="$(RUNTIME_DIR)" $(GO) test -p 1 -count=1 -timeout 40m ./...
 
 # conformance runs Kubernetes' own conformance suite (e2e.test at go.mod's
 # Kubernetes version, every [Conformance] test) against a two-node sqlkube
@@ -130,8 +176,15 @@ bench-compare: test-deps
 # bench-net measures Services on a real node in a network namespace (root,
 # containerd, iptables): requests/s through a cluster IP against a pod IP,
 # and the time from a Service's creation to its first answer.
-bench-net: test-deps
-	SQLKUBE_BENCH_NET=1 $(GO) test -count=1 -timeout 20m -run 'TestRealNode_ServiceBench$$' -v ./apiserver/e2e
+bench-net: test-deps runtime
+	SQLKUBE_BENCH_NET=1 SQLKUBE_RUNTIME_DIR="$(RUNTIME_DIR)" $(GO) test -count=1 -timeout 20m -run 'TestRealNode_ServiceBench$$' -v ./apiserver/e2e
+
+# bench-shim weighs containerd's runc shim as a small program of its own
+# (what make runtime builds and nodes run) against sqlkube's own binary as
+# the shim (a build with -tags shim_multicall), on this host's node (root):
+# per pod, the shim's memory and start. docs/node.md reports its figures.
+bench-shim: test-deps runtime
+	SQLKUBE_BENCH_SHIM=1 SQLKUBE_RUNTIME_DIR="$(RUNTIME_DIR)" $(GO) test -count=1 -timeout 30m -run 'TestRealNode_ShimBench$$' -v ./apiserver/e2e
 
 fmt:
 	gofmt -l -w .

@@ -39,7 +39,7 @@ func newImagesImportCommand() *cobra.Command {
 				ep = containerd.Endpoint(containerdDirOf(dir))
 			}
 			for _, a := range args {
-				out, err := containerd.Import(cmd.Context(), ep, a)
+				out, err := containerd.Import(cmd.Context(), selfCommand("ctr"), ep, a)
 				if err != nil {
 					return err
 				}

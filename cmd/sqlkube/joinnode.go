@@ -94,15 +94,16 @@ func runJoinedNode(ctx context.Context, f joinFlags, kubeconfigPath string, extr
 	if err := os.WriteFile(o.ClientCAFile, caPEM, 0o644); err != nil {
 		return err
 	}
+	var rt containerd.Runtime
 	if f.runtimeEndpoint == "" {
-		if err := containerd.Missing(); err != nil {
+		if rt, err = containerd.Missing(runtimeDirs()...); err != nil {
 			return err
 		}
 	}
 	if err := f.checkKubeProxy(name, ip.String(), o.Kubeconfig); err != nil {
 		return err
 	}
-	endpoint, stopRuntime, err := startRuntime(ctx, f.localNodeFlags, dataDir, log)
+	endpoint, stopRuntime, err := startRuntime(ctx, f.localNodeFlags, rt, dataDir, log)
 	if err != nil {
 		return err
 	}

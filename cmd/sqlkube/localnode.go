@@ -45,7 +45,7 @@ func addLocalNodeFlags(fl *pflag.FlagSet, f *localNodeFlags, server bool) {
 	}
 	fl.StringVar(&f.name, "node-name", "", "this host's node name (default: the host name)")
 	fl.StringVar(&f.ip, "node-ip", "", "this host's node address (default: the address of the default route's interface)")
-	fl.StringVar(&f.runtimeEndpoint, "container-runtime-endpoint", "", "CRI endpoint of an existing runtime (containerd, CRI-O), unix://PATH (default: start the containerd found on PATH, configured under DATA_DIR/containerd)")
+	fl.StringVar(&f.runtimeEndpoint, "container-runtime-endpoint", "", "CRI endpoint of an existing runtime (containerd 2, CRI-O), unix://PATH (default: start sqlkube's own containerd, configured under DATA_DIR/containerd)")
 	fl.StringVar(&f.sandboxImage, "pod-infra-container-image", images.PauseImageName, "sandbox (pause) image of the containerd sqlkube starts; the default is made by sqlkube and needs no registry")
 	fl.StringArrayVar(&f.kubeletArgs, "kubelet-arg", nil, "extra kubelet flag, e.g. --kubelet-arg=--max-pods=50 (repeatable)")
 	fl.BoolVar(&f.disableKubeProxy, "disable-kube-proxy", false, "run no kube-proxy on this node (Services' cluster IPs and node ports): for clusters that bring their own service proxy")
@@ -75,8 +75,9 @@ func runLocalNode(ctx context.Context, f localNodeFlags, dataDir, apiURL string,
 	if err != nil {
 		return err
 	}
+	var rt containerd.Runtime
 	if f.runtimeEndpoint == "" {
-		if err := containerd.Missing(); err != nil {
+		if rt, err = containerd.Missing(runtimeDirs()...); err != nil {
 			log.Warn().Msgf("no node for this host: %v; the control plane runs without one (--disable-node silences this)", err)
 			return nil
 		}
@@ -98,7 +99,7 @@ func runLocalNode(ctx context.Context, f localNodeFlags, dataDir, apiURL string,
 	if err := f.checkKubeProxy(name, ip.String(), kubeconfig); err != nil {
 		return err
 	}
-	endpoint, stopRuntime, err := startRuntime(ctx, f, dataDir, log)
+	endpoint, stopRuntime, err := startRuntime(ctx, f, rt, dataDir, log)
 	if err != nil || endpoint == "" {
 		return err
 	}
@@ -139,11 +140,12 @@ func (f localNodeFlags) identity() (string, net.IP, error) {
 	return name, ip, nil
 }
 
-// startRuntime starts containerd for a node under dataDir, unless
+// startRuntime starts containerd (sqlkube's own, `sqlkube containerd`,
+// with rt's shim and runc) for a node under dataDir, unless
 // --container-runtime-endpoint names one: its CNI configuration and the
 // sandbox image too. An empty endpoint and no error: this host cannot run
 // containers (logged).
-func startRuntime(ctx context.Context, f localNodeFlags, dataDir string, log zerolog.Logger) (string, func(), error) {
+func startRuntime(ctx context.Context, f localNodeFlags, rt containerd.Runtime, dataDir string, log zerolog.Logger) (string, func(), error) {
 	nodeDir := nodeDirOf(dataDir)
 	endpoint := f.runtimeEndpoint
 	if endpoint == "" {
@@ -165,7 +167,10 @@ func startRuntime(ctx context.Context, f localNodeFlags, dataDir string, log zer
 			return "", nil, err
 		}
 		ctrDir := containerdDirOf(dataDir)
-		proc, err := containerd.Start(ctx, containerd.Options{Dir: ctrDir, SandboxImage: f.sandboxImage, CNIBinDir: cniBin, CNIConfDir: cniConf})
+		proc, err := containerd.Start(ctx, containerd.Options{
+			Dir: ctrDir, SandboxImage: f.sandboxImage, CNIBinDir: cniBin, CNIConfDir: cniConf,
+			Command: selfCommand("containerd"), Runtime: rt,
+		})
 		if err != nil {
 			return "", nil, err
 		}
@@ -175,12 +180,12 @@ func startRuntime(ctx context.Context, f localNodeFlags, dataDir string, log zer
 				proc.Stop()
 				return "", nil, err
 			}
-			if _, err := containerd.Import(ctx, proc.Endpoint, archive); err != nil {
+			if _, err := containerd.Import(ctx, selfCommand("ctr"), proc.Endpoint, archive); err != nil {
 				proc.Stop()
 				return "", nil, fmt.Errorf("sandbox image: %w", err)
 			}
 		}
-		log.Info().Str("endpoint", proc.Endpoint).Msg("containerd started")
+		log.Info().Str("endpoint", proc.Endpoint).Str("shim", rt.Shim).Str("runc", rt.Runc).Msg("containerd started")
 		return proc.Endpoint, proc.Stop, nil
 	}
 	return endpoint, func() {}, nil

@@ -8,6 +8,7 @@ import (
 )
 
 func main() {
+	defaultGRPCLogs()
 	if err := newRootCommand().Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "sqlkube:", err)
 		os.Exit(1)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sqlkube/sqlkube/node/containerd"
 	"github.com/sqlkube/sqlkube/node/kubelet"
 	"github.com/sqlkube/sqlkube/node/reset"
 )
@@ -53,8 +54,9 @@ line for each thing it removes.`,
 			}
 			nodeDir := nodeDirOf(dir)
 			out := cmd.OutOrStdout()
+			rt, _ := containerd.Find(runtimeDirs()...) // without runc, reset does what it can
 			sum, err := reset.Run(cmd.Context(), reset.Options{
-				DataDir: dir, ContainerdDir: containerdDirOf(dir), PodLogsDir: kubelet.PodLogsDir(nodeDir),
+				DataDir: dir, ContainerdDir: containerdDirOf(dir), PodLogsDir: kubelet.PodLogsDir(nodeDir), Runc: rt.Runc,
 				CNIConfDir: cniConfDir(nodeDir), IPAMDir: cniIPAMDir(nodeDir),
 				Children:        []string{newKubeletCommand(lf).Name(), newKubeProxyCommand(lf).Name()},
 				DefaultDataDirs: defaultDataDirs, Purge: purge, Out: out,

@@ -1,7 +1,9 @@
 // Package containerd runs the container runtime a sqlkube node uses when
-// none is given: Debian's (or any) containerd found on PATH, started with a
-// configuration sqlkube writes under its data directory, as k3s does. It
-// also imports image archives into it.
+// none is given: containerd 2, linked into sqlkube (node/containerd/daemon,
+// run as the hidden `sqlkube containerd`), started with a configuration
+// sqlkube writes under its data directory, as k3s does; its runc shim and
+// runc are small binaries of their own beside sqlkube (Find). It also
+// imports image archives into it.
 package containerd
 
 import (
@@ -32,8 +34,12 @@ type Options struct {
 	// CNIBinDir and CNIConfDir are where the CRI plugin finds the CNI
 	// plugins and the network configuration.
 	CNIBinDir, CNIConfDir string
-	// Binary is containerd's path (default: found on PATH).
-	Binary string
+	// Command runs containerd; Start adds --config FILE. sqlkube's is its
+	// own executable's `containerd` (default: a containerd on PATH).
+	Command []string
+	// Runtime is the runc shim and runc the CRI plugin runs pods with
+	// (default: the shim containerd finds, and the runc on its PATH).
+	Runtime Runtime
 	// Log receives containerd's output (default: Dir/containerd.log).
 	Log string
 }
@@ -57,50 +63,54 @@ const RuncRoot = "/run/containerd/runc"
 // Endpoint is the CRI endpoint of the containerd started in dir.
 func Endpoint(dir string) string { return "unix://" + Socket(dir) }
 
-// Missing explains what is missing to run containerd here (nil: nothing).
-func Missing() error {
-	var miss []string
-	for _, bin := range []string{"containerd", "runc"} {
-		if _, err := exec.LookPath(bin); err != nil {
-			miss = append(miss, bin)
-		}
-	}
-	if len(miss) > 0 {
-		return fmt.Errorf("%s not found on PATH (Debian: apt-get install containerd runc containernetworking-plugins)", strings.Join(miss, " and "))
-	}
-	if os.Geteuid() != 0 {
-		return errors.New("running containers needs root (sqlkube runs containerd and the kubelet itself)")
-	}
-	return nil
-}
-
+// configTemplate is containerd 2's configuration, version 3: the CRI
+// plugin's settings are split between io.containerd.cri.v1.images and
+// io.containerd.cri.v1.runtime, and the sandbox image is a pinned image.
+// containerd 2.4 reads it as every 2.x does, migrating it to its version
+// 4 (one warning in its log); in version 4 the TTRPC socket would no
+// longer follow the gRPC one, and two nodes on a host would share it.
+// NRI is off: its socket is one per host (/var/run/nri/nri.sock), which
+// two nodes on a host, or another containerd, would contend for, and
+// sqlkube runs no NRI plugins.
 var configTemplate = template.Must(template.New("config").Parse(`# Written by sqlkube; regenerated at every start.
-version = 2
-root = "{{.Root}}"
-state = "{{.State}}"
+version = 3
+root = {{printf "%q" .Root}}
+state = {{printf "%q" .State}}
 
 [grpc]
-  address = "{{.Socket}}"
+  address = {{printf "%q" .Socket}}
 
 [plugins."io.containerd.internal.v1.opt"]
-  path = "{{.Dir}}/opt"
+  path = {{printf "%q" .Opt}}
 
-[plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = "{{.SandboxImage}}"
+[plugins."io.containerd.nri.v1.nri"]
+  disable = true
+
+[plugins."io.containerd.cri.v1.images"]
+  snapshotter = "overlayfs"
+  [plugins."io.containerd.cri.v1.images".pinned_images]
+    sandbox = {{printf "%q" .SandboxImage}}
+
+[plugins."io.containerd.cri.v1.runtime"]
   # Root without CAP_SYS_RESOURCE cannot lower oom_score_adj; runc would
   # fail every sandbox otherwise.
   restrict_oom_score_adj = true
   enable_selinux = false
-  [plugins."io.containerd.grpc.v1.cri".containerd]
-    snapshotter = "overlayfs"
+  [plugins."io.containerd.cri.v1.runtime".containerd]
     default_runtime_name = "runc"
-    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+    [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc]
       runtime_type = "io.containerd.runc.v2"
-      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+{{- if .Runtime.Shim}}
+      runtime_path = {{printf "%q" .Runtime.Shim}}
+{{- end}}
+      [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc.options]
         SystemdCgroup = false
-  [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = "{{.CNIBinDir}}"
-    conf_dir = "{{.CNIConfDir}}"
+{{- if .Runtime.Runc}}
+        BinaryName = {{printf "%q" .Runtime.Runc}}
+{{- end}}
+  [plugins."io.containerd.cri.v1.runtime".cni]
+    bin_dirs = [{{printf "%q" .CNIBinDir}}]
+    conf_dir = {{printf "%q" .CNIConfDir}}
 `))
 
 // WriteConfig writes Dir/config.toml.
@@ -111,8 +121,8 @@ func WriteConfig(o Options) (string, error) {
 	var buf bytes.Buffer
 	err := configTemplate.Execute(&buf, struct {
 		Options
-		Socket, Root, State string
-	}{o, Socket(o.Dir), RootDir(o.Dir), StateDir(o.Dir)})
+		Socket, Root, State, Opt string
+	}{o, Socket(o.Dir), RootDir(o.Dir), StateDir(o.Dir), filepath.Join(o.Dir, "opt")})
 	if err != nil {
 		return "", err
 	}
@@ -136,12 +146,13 @@ func Start(ctx context.Context, o Options) (*Process, error) {
 	if len(Socket(o.Dir)) > 100 {
 		return nil, fmt.Errorf("containerd socket path %s is too long for a unix socket: use a shorter data directory", Socket(o.Dir))
 	}
-	bin := o.Binary
-	if bin == "" {
-		var err error
-		if bin, err = exec.LookPath("containerd"); err != nil {
+	command := o.Command
+	if len(command) == 0 {
+		bin, err := exec.LookPath("containerd")
+		if err != nil {
 			return nil, err
 		}
+		command = []string{bin}
 	}
 	cfg, err := WriteConfig(o)
 	if err != nil {
@@ -156,7 +167,7 @@ func Start(ctx context.Context, o Options) (*Process, error) {
 		return nil, err
 	}
 	_ = os.Remove(Socket(o.Dir))
-	cmd := exec.Command(bin, "--config", cfg)
+	cmd := exec.Command(command[0], append(command[1:], "--config", cfg)...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// Its own process group, so a terminal's ^C reaches sqlkube, which
 	// stops containerd itself; and it dies with sqlkube.
@@ -211,15 +222,20 @@ func (p *Process) Stop() {
 
 // Import loads an image archive (OCI layout or docker save) into the
 // containerd at endpoint (unix://PATH or PATH), in the CRI namespace, with
-// containerd's ctr.
-func Import(ctx context.Context, endpoint, archive string) (string, error) {
-	ctr, err := exec.LookPath("ctr")
-	if err != nil {
-		return "", errors.New("ctr not found on PATH (it comes with containerd)")
+// containerd's ctr: the command ctr (sqlkube's is its own executable's
+// `ctr`; nil: a ctr on PATH).
+func Import(ctx context.Context, ctr []string, endpoint, archive string) (string, error) {
+	if len(ctr) == 0 {
+		bin, err := exec.LookPath("ctr")
+		if err != nil {
+			return "", errors.New("ctr not found on PATH (it comes with containerd)")
+		}
+		ctr = []string{bin}
 	}
 	addr := strings.TrimPrefix(endpoint, "unix://")
-	out, err := exec.CommandContext(ctx, ctr, "--address", addr, "--namespace", Namespace,
-		"images", "import", "--all-platforms", archive).CombinedOutput()
+	args := append(ctr[1:len(ctr):len(ctr)], "--address", addr, "--namespace", Namespace,
+		"images", "import", "--all-platforms", archive)
+	out, err := exec.CommandContext(ctx, ctr[0], args...).CombinedOutput()
 	if err != nil {
 		return string(out), fmt.Errorf("import %s: %v: %s", archive, err, strings.TrimSpace(string(out)))
 	}
