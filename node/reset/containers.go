@@ -53,6 +53,25 @@ func (t task) String() string {
 	return s
 }
 
+// ShimSocket is the socket of the shim serving the task whose bundle is
+// dir ("" when it names none): containerd 2 records it in the bundle's
+// bootstrap.json ({"version":2,"address":"unix://...","protocol":"ttrpc"}),
+// containerd 1 in its address file.
+func ShimSocket(dir string) string {
+	var addr string
+	if b, err := os.ReadFile(filepath.Join(dir, "bootstrap.json")); err == nil {
+		var params struct {
+			Address string `json:"address"`
+		}
+		if json.Unmarshal(b, &params) == nil {
+			addr = params.Address
+		}
+	} else if b, err := os.ReadFile(filepath.Join(dir, "address")); err == nil {
+		addr = strings.TrimSpace(string(b))
+	}
+	return strings.TrimPrefix(addr, "unix://")
+}
+
 // short is an ID's first 12 characters, as crictl shows it.
 func short(id string) string { return id[:min(12, len(id))] }
 
@@ -115,10 +134,7 @@ func findTasks(stateDir string) ([]task, error) {
 
 // readBundle reads what reset needs of a task's bundle.
 func readBundle(dir string) (task, error) {
-	t := task{bundle: dir}
-	if b, err := os.ReadFile(filepath.Join(dir, "address")); err == nil {
-		t.shimSocket = strings.TrimPrefix(strings.TrimSpace(string(b)), "unix://")
-	}
+	t := task{bundle: dir, shimSocket: ShimSocket(dir)}
 	var spec struct {
 		Annotations map[string]string `json:"annotations"`
 		Linux       struct {
@@ -246,7 +262,8 @@ func findShims(socket string) ([]shim, error) {
 	return out, nil
 }
 
-// containerdProcs lists the containerd processes started with config.
+// containerdProcs lists the containerd processes started with config:
+// sqlkube's (`sqlkube containerd --config FILE`) or a containerd binary.
 func containerdProcs(config string) ([]int, error) {
 	procs, err := processes()
 	if err != nil {
@@ -254,7 +271,10 @@ func containerdProcs(config string) ([]int, error) {
 	}
 	var pids []int
 	for _, p := range procs {
-		if c, _ := flagValue(p.argv[1:], "config"); p.name() == "containerd" && c != "" && canonical(c) == config {
+		if len(p.argv) < 2 || p.name() != "containerd" && subcommand(p.argv[1:]) != "containerd" {
+			continue
+		}
+		if c, _ := flagValue(p.argv[1:], "config"); c != "" && canonical(c) == config {
 			pids = append(pids, p.pid)
 		}
 	}

@@ -33,13 +33,16 @@ func TestFindTasks(t *testing.T) {
 			{"type": "pid"}, {"type": "network", "path": "/var/run/netns/cni-1234"},
 		}},
 	})
-	if err := os.WriteFile(filepath.Join(bundles, "sb1", "address"), []byte("unix:///run/containerd/s/abc\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	// containerd 2 names the shim's socket in bootstrap.json, 1.x in an
+	// address file.
+	writeJSON(t, filepath.Join(bundles, "sb1", "bootstrap.json"), map[string]any{"version": 2, "address": "unix:///run/containerd/s/abc", "protocol": "ttrpc"})
 	writeJSON(t, filepath.Join(bundles, "c1", "config.json"), map[string]any{
 		"annotations": map[string]string{sandboxAnnotation: "container"},
 		"linux":       map[string]any{"cgroupsPath": "/k8s.io/c1", "namespaces": []map[string]string{{"type": "network", "path": "/proc/42/ns/net"}}},
 	})
+	if err := os.WriteFile(filepath.Join(bundles, "c1", "address"), []byte("unix:///run/containerd/s/def\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.MkdirAll(filepath.Join(bundles, "created"), 0o700); err != nil {
 		t.Fatal(err)
 	}
@@ -57,8 +60,11 @@ func TestFindTasks(t *testing.T) {
 	if sb := got["sb1"]; !sb.sandbox || sb.ns != "k8s.io" || sb.cgroup != "/k8s.io/sb1" || sb.netns != "/var/run/netns/cni-1234" || sb.shimSocket != "/run/containerd/s/abc" {
 		t.Errorf("sandbox %+v", sb)
 	}
-	if c := got["c1"]; c.sandbox || c.cgroup != "/k8s.io/c1" || c.netns != "" {
+	if c := got["c1"]; c.sandbox || c.cgroup != "/k8s.io/c1" || c.netns != "" || c.shimSocket != "/run/containerd/s/def" {
 		t.Errorf("container %+v", c)
+	}
+	if got["created"].shimSocket != "" {
+		t.Errorf("a task without a shim: %+v", got["created"])
 	}
 	if got["sb1"].String() != "k8s.io/sb1 (pod sandbox)" {
 		t.Errorf("String() = %q", got["sb1"].String())

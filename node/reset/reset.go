@@ -57,6 +57,10 @@ type Options struct {
 	// CNIConfDir and IPAMDir are its pod network's configuration and IP
 	// lease directories (node/podnet's Options).
 	CNIConfDir, IPAMDir string
+	// Runc is the runc that deletes what is left of containers (default:
+	// the runc on PATH); sqlkube's is the one its node runs (the one
+	// beside sqlkube, node/containerd.Find).
+	Runc string
 	// Children are the hidden subcommands a node agent runs itself in
 	// child processes ("kubelet", "kube-proxy").
 	Children []string
@@ -242,7 +246,10 @@ func (r *report) stopContainers(ctx context.Context, o Options, socket string, t
 		r.add("stopped", "process", fmt.Sprintf("containerd (pid %d)", pid))
 	}
 
-	runc, runcErr := exec.LookPath("runc")
+	runc, runcErr := o.Runc, error(nil)
+	if runc == "" {
+		runc, runcErr = exec.LookPath("runc")
+	}
 	roots, err := cgroupRoots()
 	errs = append(errs, err)
 	for _, t := range tasks {
