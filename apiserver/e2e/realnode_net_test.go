@@ -16,8 +16,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/sqlkube/sqlkube/node/containerd"
 )
 
 // netLab is a network the test builds on this host, so that nodes' routes,
@@ -239,8 +237,9 @@ func TestRealNode_Network(t *testing.T) {
 		// Pods go first, while the node still runs to remove them.
 		s.removeAllPods(t)
 		waitFor(t, 90*time.Second, "the joined node's runtime to be empty", func() bool {
-			out, _ := exec.Command("ctr", "--address", containerd.Socket(filepath.Join(agentDir, "containerd")), "-n", containerd.Namespace, "containers", "ls", "-q").Output()
-			return strings.TrimSpace(string(out)) == ""
+			// A node that has stopped has no runtime left to ask.
+			ids, err := containersIn(filepath.Join(agentDir, "containerd"))
+			return err != nil || len(ids) == 0
 		})
 	})
 	for _, n := range []string{"net-a", "net-b"} {

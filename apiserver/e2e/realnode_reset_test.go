@@ -15,6 +15,7 @@ import (
 
 	"github.com/sqlkube/sqlkube/node/containerd"
 	"github.com/sqlkube/sqlkube/node/podnet"
+	"github.com/sqlkube/sqlkube/node/reset"
 )
 
 // resetManifest is what the node runs when it stops: a pod with every
@@ -161,7 +162,7 @@ func testReset(t *testing.T, containerdUp bool) {
 	// The server stops; its pods go on running.
 	s.stop(t)
 	if containerdUp {
-		ctr := exec.Command("nsenter", "--net=/run/netns/"+ns, "--", "containerd", "--config", containerd.ConfigFile(filepath.Join(dataDir, "containerd")))
+		ctr := exec.Command("nsenter", "--net=/run/netns/"+ns, "--", sqlkubeBin, "containerd", "--config", containerd.ConfigFile(filepath.Join(dataDir, "containerd")))
 		if err := ctr.Start(); err != nil {
 			t.Fatal(err)
 		}
@@ -232,8 +233,8 @@ func nodeTokens(t *testing.T, netns, dataDir, ipLink string) []string {
 	}
 	for _, e := range ents {
 		tokens = append(tokens, e.Name())
-		if b, err := os.ReadFile(filepath.Join(tasks, e.Name(), "address")); err == nil {
-			tokens = append(tokens, strings.TrimPrefix(strings.TrimSpace(string(b)), "unix://"))
+		if sock := reset.ShimSocket(filepath.Join(tasks, e.Name())); sock != "" {
+			tokens = append(tokens, sock)
 		}
 	}
 	tokens = append(tokens, regexp.MustCompile(`cni-[0-9a-f-]+`).FindAllString(ipLink, -1)...)

@@ -32,12 +32,13 @@ import (
 const testImage = "sqlkube.local/busybox:e2e"
 
 // requireNodeHost skips the test (fails it under CI=true) unless this host
-// can run containers: root, containerd, runc, the CNI plugins and a static
-// busybox for the test image.
+// can run containers: root, the runc shim and runc beside the test's
+// sqlkube (testbin links make runtime's there), the CNI plugins and a
+// static busybox for the test image. containerd is sqlkube's own.
 func requireNodeHost(t *testing.T) {
 	t.Helper()
 	why := ""
-	if err := containerd.Missing(); err != nil {
+	if _, err := containerd.Missing(filepath.Dir(sqlkubeBin)); err != nil {
 		why = err.Error()
 	} else if _, err := os.Stat("/usr/lib/cni/bridge"); err != nil {
 		if _, err := os.Stat("/opt/cni/bin/bridge"); err != nil {
@@ -45,9 +46,7 @@ func requireNodeHost(t *testing.T) {
 		}
 	}
 	if why == "" {
-		if _, err := exec.LookPath("ctr"); err != nil {
-			why = "ctr not found"
-		} else if _, err := os.Stat("/bin/busybox"); err != nil {
+		if _, err := os.Stat("/bin/busybox"); err != nil {
 			why = "/bin/busybox is missing (Debian: busybox-static)"
 		}
 	}
@@ -152,14 +151,24 @@ func removeHostPodNetwork(t *testing.T, podCIDR string) {
 	}
 }
 
-// runtimeContainers lists the runtime's containers (ctr, k8s.io namespace).
+// runtimeContainers lists the runtime's containers (k8s.io namespace).
 func (s *server) runtimeContainers(t *testing.T) []string {
 	t.Helper()
-	out, err := exec.Command("ctr", "--address", containerd.Socket(filepath.Join(s.dataDir, "containerd")), "-n", containerd.Namespace, "containers", "ls", "-q").Output()
+	ids, err := containersIn(filepath.Join(s.dataDir, "containerd"))
 	if err != nil {
-		t.Fatalf("ctr containers ls: %v", err)
+		t.Fatal(err)
 	}
-	return strings.Fields(string(out))
+	return ids
+}
+
+// containersIn lists the containers (k8s.io namespace) of the containerd
+// started in dir, with `sqlkube ctr`.
+func containersIn(dir string) ([]string, error) {
+	out, err := exec.Command(sqlkubeBin, "ctr", "--address", containerd.Socket(dir), "-n", containerd.Namespace, "containers", "ls", "-q").Output()
+	if err != nil {
+		return nil, fmt.Errorf("sqlkube ctr containers ls: %w", err)
+	}
+	return strings.Fields(string(out)), nil
 }
 
 // removeAllPods deletes every pod in every namespace and waits until the
