@@ -71,7 +71,14 @@ func MasqueradeComment(podCIDR string) string {
 // Run keeps the node's pod network in step with the Nodes client sees,
 // until ctx ends.
 func Run(ctx context.Context, client kubernetes.Interface, o Options) error {
+	// Whatever Run returns for, its informers stop first: Shutdown waits
+	// for them.
+	ctx, cancel := context.WithCancel(ctx)
 	factory := informers.NewSharedInformerFactory(client, 10*time.Minute)
+	defer func() {
+		cancel()
+		factory.Shutdown()
+	}()
 	nodes := factory.Core().V1().Nodes()
 	kick := make(chan struct{}, 1)
 	trigger := func() {
@@ -89,7 +96,6 @@ func Run(ctx context.Context, client kubernetes.Interface, o Options) error {
 		return err
 	}
 	factory.Start(ctx.Done())
-	defer factory.Shutdown()
 	if !cache.WaitForCacheSync(ctx.Done(), nodes.Informer().HasSynced) {
 		return ctx.Err()
 	}
@@ -151,6 +157,9 @@ func findNode(nodes []*corev1.Node, name string) *corev1.Node {
 // traffic through iptables (kube-proxy's Services need it for pods of one
 // bridge), and the CNI configuration.
 func setUp(ctx context.Context, o Options, podCIDR string) error {
+	if _, _, err := net.ParseCIDR(podCIDR); err != nil {
+		return fmt.Errorf("podnet: the node's pod CIDR: %w", err)
+	}
 	if err := writeSysctl("net/ipv4/ip_forward", "1"); err != nil {
 		return fmt.Errorf("podnet: %w", err)
 	}

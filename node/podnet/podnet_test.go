@@ -1,14 +1,20 @@
 package podnet
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
+	"github.com/rs/zerolog"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
 )
 
 func TestWriteCNIConfig(t *testing.T) {
@@ -95,5 +101,28 @@ func TestConfiguredPodCIDR(t *testing.T) {
 	}
 	if got, err := ConfiguredPodCIDR(dir); err != nil || got != "10.42.3.0/24" {
 		t.Errorf("ConfiguredPodCIDR = %q, %v; want 10.42.3.0/24", got, err)
+	}
+}
+
+// TestRun_ReturnsOnABadPodCIDR: Run ends with an error, before it changes
+// anything on the host, when the node's pod CIDR is not one; its
+// informers stop with it.
+func TestRun_ReturnsOnABadPodCIDR(t *testing.T) {
+	client := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}, Spec: corev1.NodeSpec{PodCIDR: "10.42.0.0"}})
+	dir := t.TempDir()
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(context.Background(), client, Options{NodeName: "n1", CNIConfDir: filepath.Join(dir, "net.d"), IPAMDir: filepath.Join(dir, "ipam"), Log: zerolog.Nop()})
+	}()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "pod CIDR") {
+			t.Errorf("Run = %v, want an error about the pod CIDR", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "net.d")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a CNI configuration directory was made: %v", err)
 	}
 }
