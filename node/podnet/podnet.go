@@ -10,6 +10,11 @@
 // router gets none and a warning. Routes and the masquerade chain stay
 // when the agent stops, so pods keep talking across a restart; the next
 // start removes what no longer matches a Node.
+//
+// A Node deleted and registered again may get another pod CIDR: the
+// network follows it (a configuration, bridge and masquerade chain of
+// the new CIDR) as a restart would, and the pods made before keep their
+// addresses, bridge and chain until they are made anew.
 package podnet
 
 import (
@@ -123,19 +128,23 @@ func Run(ctx context.Context, client kubernetes.Interface, o Options) error {
 		if self == nil || self.Spec.PodCIDR == "" {
 			continue
 		}
-		if podCIDR == "" {
-			podCIDR = self.Spec.PodCIDR
-			if err := setUp(ctx, o, podCIDR); err != nil {
+		if self.Spec.PodCIDR != podCIDR {
+			// spec.podCIDR is immutable once set, but a Node deleted and
+			// registered again gets a pod CIDR anew, maybe another: the
+			// network follows it, as a restart of the agent would.
+			if err := setUp(ctx, o, self.Spec.PodCIDR); err != nil {
 				return err
 			}
-			o.Log.Info().Str("podCIDR", podCIDR).Msg("pod network configured")
-			if o.OnPodCIDR != nil {
-				o.OnPodCIDR(podCIDR)
+			if podCIDR == "" {
+				o.Log.Info().Str("podCIDR", self.Spec.PodCIDR).Msg("pod network configured")
+				if o.OnPodCIDR != nil {
+					o.OnPodCIDR(self.Spec.PodCIDR)
+				}
+			} else {
+				o.Log.Warn().Str("podCIDR", self.Spec.PodCIDR).Str("oldPodCIDR", podCIDR).
+					Msg("the node's pod CIDR changed (its Node was registered again): new pods get addresses from the new one; pods made before keep theirs until they are made anew")
 			}
-		} else if self.Spec.PodCIDR != podCIDR {
-			// spec.podCIDR is immutable once set; a new Node of the same name
-			// (deleted and registered again) may get another.
-			return fmt.Errorf("podnet: node %s's pod CIDR changed from %s to %s: restart the node", o.NodeName, podCIDR, self.Spec.PodCIDR)
+			podCIDR = self.Spec.PodCIDR
 		}
 		if err := a.sync(ctx, podCIDR, all); err != nil {
 			o.Log.Warn().Err(err).Msg("pod network: routes or masquerading not in step with the nodes; retrying")
