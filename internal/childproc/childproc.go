@@ -47,6 +47,11 @@ type Options struct {
 	// StopTimeout is how long the child has after SIGTERM before it is
 	// killed (default DefaultStopTimeout).
 	StopTimeout time.Duration
+	// Notices are the messages with which the child says it ends on
+	// purpose, to be started again with what changed (kube-proxy's
+	// "NodeIPs changed for the node"). An exit after one is logged at
+	// info level, with the notice as its reason; any other, as an error.
+	Notices []string
 }
 
 // Supervise runs o.Argv as a child process until ctx ends, starting it
@@ -65,14 +70,18 @@ func Supervise(ctx context.Context, o Options) {
 	delay := o.FirstDelay
 	for {
 		started := time.Now()
-		err := run(ctx, o, log)
+		notice, err := run(ctx, o, log)
 		if ctx.Err() != nil {
 			return
 		}
 		if time.Since(started) > o.MaxDelay {
 			delay = o.FirstDelay
 		}
-		log.Error().Err(err).Dur("restartIn", delay).Msg(o.Name + " exited; starting it again")
+		ev := log.Error()
+		if notice != "" {
+			ev = log.Info().Str("reason", notice)
+		}
+		ev.Err(err).Dur("restartIn", delay).Msg(o.Name + " exited; starting it again")
 		t := time.NewTimer(delay)
 		select {
 		case <-ctx.Done():
@@ -84,8 +93,9 @@ func Supervise(ctx context.Context, o Options) {
 	}
 }
 
-// run runs the child until it exits, or until ctx ends (then it stops it).
-func run(ctx context.Context, o Options, log zerolog.Logger) error {
+// run runs the child until it exits, or until ctx ends (then it stops it),
+// and returns the last of o.Notices the child logged ("" for none).
+func run(ctx context.Context, o Options, log zerolog.Logger) (string, error) {
 	// The child gets its death signal when the thread that started it
 	// ends, not the process (prctl PR_SET_PDEATHSIG). Go ends a thread
 	// when a goroutine that locked it returns without unlocking, which
@@ -104,10 +114,10 @@ func run(ctx context.Context, o Options, log zerolog.Logger) error {
 		// only, which stops the child itself.
 		Setpgid: true,
 	}
-	out := &lineLog{log: log}
+	out := &lineLog{log: log, notices: o.Notices}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
-		return err
+		return "", err
 	}
 	log.Info().Int("pid", cmd.Process.Pid).Msg(o.Name + " started")
 	err := cmd.Wait()
@@ -115,5 +125,5 @@ func run(ctx context.Context, o Options, log zerolog.Logger) error {
 	if err == nil {
 		err = fmt.Errorf("exited with status 0")
 	}
-	return err
+	return out.noticed, err
 }

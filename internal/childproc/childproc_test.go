@@ -110,6 +110,28 @@ exec sleep 600`, runs)
 	}
 }
 
+// TestSupervise_NoticedExits: an exit after one of Notices is logged at
+// info level with the notice as its reason; the next run's exit without
+// one is an error again.
+func TestSupervise_NoticedExits(t *testing.T) {
+	runs := filepath.Join(t.TempDir(), "runs")
+	script := fmt.Sprintf(`n=$(cat %[1]q 2>/dev/null || echo 0); n=$((n+1)); echo $n > %[1]q
+case $n in
+1) echo '{"level":"info","message":"Node changed","node":"n1"}' >&2; echo '{"level":"debug","message":"flushed"}' >&2; exit 1;;
+2) echo '{"level":"info","message":"Node changed, or not"}' >&2; exit 1;;
+esac
+exec sleep 600`, runs)
+	log := testlog.New(100)
+	supervise(t, Options{Name: "stand-in", Argv: []string{"sh", "-c", script}, Log: zerolog.New(log), FirstDelay: time.Millisecond, Notices: []string{"Node changed"}})
+
+	if m := log.Next(t, "stand-in exited; starting it again"); m["level"] != "info" || m["reason"] != "Node changed" || m["error"] != "exit status 1" {
+		t.Errorf("the exit after a notice was logged as %v, want info with the reason", m)
+	}
+	if m := log.Next(t, "stand-in exited; starting it again"); m["level"] != "error" || m["reason"] != nil {
+		t.Errorf("the exit after no notice was logged as %v, want an error", m)
+	}
+}
+
 // TestSupervise_KillsAChildThatIgnoresSIGTERM after StopTimeout.
 func TestSupervise_KillsAChildThatIgnoresSIGTERM(t *testing.T) {
 	log := testlog.New(100)

@@ -3,6 +3,7 @@ package childproc
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 
 	"github.com/rs/zerolog"
 )
@@ -16,6 +17,9 @@ const maxLine = 1 << 20
 type lineLog struct {
 	log     zerolog.Logger
 	partial []byte
+	// notices are the messages noticed records when a line has one.
+	notices []string
+	noticed string
 }
 
 func (c *lineLog) Write(p []byte) (int, error) {
@@ -57,6 +61,9 @@ func (c *lineLog) line(b []byte) {
 	}
 	level, _ := fields[zerolog.LevelFieldName].(string)
 	msg, _ := fields[zerolog.MessageFieldName].(string)
+	if slices.Contains(c.notices, msg) {
+		c.noticed = msg
+	}
 	lvl, err := zerolog.ParseLevel(level)
 	if err != nil {
 		lvl = zerolog.InfoLevel
