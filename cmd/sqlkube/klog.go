@@ -2,6 +2,7 @@ package main
 
 import (
 	stdlog "log"
+	"slices"
 	"strings"
 
 	"github.com/go-logr/logr"
@@ -21,9 +22,10 @@ func routeLogs(log zerolog.Logger) {
 }
 
 // routeKlog sends klog's logs to log: their info lines at debug level,
-// their errors as warnings.
-func routeKlog(log zerolog.Logger) {
-	klog.SetLogger(logr.New(&klogSink{log: log.With().Str("component", "k8s").Logger()}))
+// but those whose message is one of infos at info level, and their
+// errors as warnings.
+func routeKlog(log zerolog.Logger, infos ...string) {
+	klog.SetLogger(logr.New(&klogSink{log: log.With().Str("component", "k8s").Logger(), infos: infos}))
 }
 
 // klogSink is a logr.LogSink over zerolog.
@@ -33,14 +35,22 @@ type klogSink struct {
 	// name is the logger's name (WithName's, joined with "/"): a
 	// controller's name in kube-controller-manager.
 	name string
+	// infos are the messages of info lines logged at info level.
+	infos []string
 }
 
 func (s *klogSink) Init(logr.RuntimeInfo) {}
 
-func (s *klogSink) Enabled(int) bool { return s.log.GetLevel() <= zerolog.DebugLevel }
+func (s *klogSink) Enabled(level int) bool {
+	return s.log.GetLevel() <= zerolog.DebugLevel || level == 0 && len(s.infos) > 0 && s.log.GetLevel() <= zerolog.InfoLevel
+}
 
 func (s *klogSink) Info(_ int, msg string, kv ...any) {
-	s.event(s.log.Debug()).Fields(append(s.kv[:len(s.kv):len(s.kv)], kv...)).Msg(msg)
+	ev := s.log.Debug()
+	if slices.Contains(s.infos, msg) {
+		ev = s.log.Info()
+	}
+	s.event(ev).Fields(append(s.kv[:len(s.kv):len(s.kv)], kv...)).Msg(msg)
 }
 
 func (s *klogSink) Error(err error, msg string, kv ...any) {
@@ -55,14 +65,14 @@ func (s *klogSink) event(ev *zerolog.Event) *zerolog.Event {
 }
 
 func (s *klogSink) WithValues(kv ...any) logr.LogSink {
-	return &klogSink{log: s.log, kv: append(s.kv[:len(s.kv):len(s.kv)], kv...), name: s.name}
+	return &klogSink{log: s.log, kv: append(s.kv[:len(s.kv):len(s.kv)], kv...), name: s.name, infos: s.infos}
 }
 
 func (s *klogSink) WithName(name string) logr.LogSink {
 	if s.name != "" {
 		name = s.name + "/" + name
 	}
-	return &klogSink{log: s.log, kv: s.kv, name: name}
+	return &klogSink{log: s.log, kv: s.kv, name: name, infos: s.infos}
 }
 
 // Name is the logger's name: panics.Contain logs it with a panic.

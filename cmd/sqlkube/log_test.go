@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	stdlog "log"
 	"os"
@@ -119,5 +120,37 @@ func TestLogFormat_Flag(t *testing.T) {
 	}
 	if isTerminal(&bytes.Buffer{}) {
 		t.Error("a buffer is a terminal")
+	}
+}
+
+// TestRouteKlog_Infos: klog info lines whose message is one of infos come
+// out at info level, with their fields and a logger's name and values;
+// the others stay at debug level, below an info logger's.
+func TestRouteKlog_Infos(t *testing.T) {
+	var out bytes.Buffer
+	log, err := (&logFlags{level: "info", format: "json"}).logger(&out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	routeKlog(log, "NodeIPs changed for the node")
+	t.Cleanup(klog.ClearLogger)
+	klog.InfoS("Caches are synced", "controller", "endpoints")
+	klog.InfoS("NodeIPs changed for the node", "node", "n1")
+	klog.Background().WithName("proxy").WithValues("ipFamily", "IPv4").Info("NodeIPs changed for the node")
+	klog.V(2).InfoS("NodeIPs changed for the node", "verbose", true)
+	var got []string
+	for _, l := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("not JSON: %q", l)
+		}
+		got = append(got, fmt.Sprint(m["level"], " ", m["message"], " ", m["node"], " ", m["logger"], " ", m["ipFamily"]))
+	}
+	want := []string{
+		"info NodeIPs changed for the node n1 <nil> <nil>",
+		"info NodeIPs changed for the node <nil> proxy IPv4",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }

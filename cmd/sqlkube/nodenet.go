@@ -104,9 +104,13 @@ func newKubeProxyCommand(lf *logFlags) *cobra.Command {
 		Short:  "Run Kubernetes' kube-proxy (started by a node agent in its own process)",
 		Hidden: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if _, err := stderrLogger(lf); err != nil {
+			log, err := stderrLogger(lf)
+			if err != nil {
 				return err
 			}
+			// Why kube-proxy ends itself, at info level: its supervisor
+			// reads it (kubeproxy.Notices).
+			routeKlog(log, kubeproxy.Notices...)
 			ctx, stop := signalContext(cmd.Context())
 			defer stop()
 			return kubeproxy.RunInProcess(ctx, args)

@@ -14,12 +14,12 @@ import (
 
 func TestRun_StartsTheChildAgain(t *testing.T) {
 	// A stand-in for `sqlkube kube-proxy`: its first run logs and dies as
-	// kube-proxy does when the node's pod CIDR changes (with a line that
-	// is not JSON); its second logs and runs until it is stopped.
+	// kube-proxy does when the node's pod CIDR changes (and writes a line
+	// that is not JSON); its second logs and runs until it is stopped.
 	runs := filepath.Join(t.TempDir(), "runs")
 	script := fmt.Sprintf(`n=$(cat %[1]q 2>/dev/null || echo 0); n=$((n+1)); echo $n > %[1]q
 echo "{\"level\":\"warn\",\"time\":\"2020-01-01T00:00:00Z\",\"message\":\"run $n\",\"args\":\"$*\"}" >&2
-if [ $n -eq 1 ]; then echo "PodCIDRs changed for the node"; exit 1; fi
+if [ $n -eq 1 ]; then echo "not JSON"; echo '{"level":"info","message":"PodCIDRs changed for the node"}' >&2; exit 1; fi
 exec sleep 600`, runs)
 	log := testlog.New(100)
 	o := Options{Kubeconfig: "/n/kubelet.kubeconfig", NodeName: "n1", Command: []string{"sh", "-c", script, "sh"}, Log: zerolog.New(log)}
@@ -36,10 +36,14 @@ exec sleep 600`, runs)
 	if args, _ := m["args"].(string); !strings.Contains(args, "--hostname-override=n1") {
 		t.Errorf("the child got %q, want kube-proxy's flags", args)
 	}
-	if m := log.Next(t, "PodCIDRs changed"); m["level"] != "error" {
+	if m := log.Next(t, "not JSON"); m["level"] != "error" {
 		t.Errorf("a line that is not JSON came out as %v, want an error", m)
 	}
-	log.Next(t, "starting it again")
+	log.Next(t, "PodCIDRs changed")
+	// An exit kube-proxy announces is no error.
+	if m := log.Next(t, "starting it again"); m["level"] != "info" || m["reason"] != "PodCIDRs changed for the node" {
+		t.Errorf("the restart was logged as %v, want info with kube-proxy's reason", m)
+	}
 	started := log.Next(t, "kube-proxy started")
 	log.Next(t, "run 2")
 

@@ -15,9 +15,10 @@
 // It runs in a child process (Run), not in the node agent's: kube-proxy
 // ends its process with os.Exit when the node's pod CIDR or (since 1.37)
 // its addresses change, or its Node is deleted (its node manager),
-// counting on a supervisor to start it again with the new values. Run is that supervisor, and the
-// node agent (which may be `sqlkube server`, the whole control plane)
-// never ends with it.
+// counting on a supervisor to start it again with the new values. Run is
+// that supervisor, and the node agent (which may be `sqlkube server`, the
+// whole control plane) never ends with it. Those exits are expected: the
+// child logs why at info level (Notices), and so does Run its restart.
 package kubeproxy
 
 import (
@@ -37,6 +38,12 @@ import (
 	"github.com/sqlkube/sqlkube/internal/childproc"
 )
 
+// Notices are the messages kube-proxy's node manager
+// (k8s.io/kubernetes/pkg/proxy/node.go) logs, as klog info lines, just
+// before it ends its process to be started again: the node's pod CIDRs
+// or addresses changed, or its Node was deleted.
+var Notices = []string{"PodCIDRs changed for the node", "NodeIPs changed for the node", "Node is being deleted"}
+
 // Options configure the embedded kube-proxy.
 type Options struct {
 	// Kubeconfig is the node's credential.
@@ -52,7 +59,8 @@ type Options struct {
 	// Command is how Run starts kube-proxy: a program and its first
 	// arguments, to which Run appends Args. The program must pass those
 	// to RunInProcess (sqlkube's hidden `kube-proxy` command does) and
-	// write its logs as JSON lines (zerolog's) to standard error.
+	// write its logs as JSON lines (zerolog's) to standard error, the
+	// klog lines whose message is one of Notices at info level.
 	Command []string
 	// Log gets the child's log lines (and what else it writes).
 	Log zerolog.Logger
@@ -160,7 +168,7 @@ func Run(ctx context.Context, o Options) error {
 	if len(o.Command) == 0 {
 		return fmt.Errorf("kube-proxy: no Command to run it with")
 	}
-	childproc.Supervise(ctx, childproc.Options{Name: "kube-proxy", Argv: append(slices.Clip(o.Command), o.Args()...), Log: o.Log})
+	childproc.Supervise(ctx, childproc.Options{Name: "kube-proxy", Argv: append(slices.Clip(o.Command), o.Args()...), Log: o.Log, Notices: Notices})
 	return nil
 }
 
