@@ -480,6 +480,15 @@ func (s *server) portForwardGet(t *testing.T, bin, target string, port int, path
 func kubeletChild(t *testing.T, s *server) int {
 	t.Helper()
 	file := filepath.Join(s.dataDir, "node", "kubelet.json")
+	return serverChild(t, s, func(args []string) bool {
+		return len(args) >= 2 && args[len(args)-2] == "kubelet" && args[len(args)-1] == file
+	})
+}
+
+// serverChild is the pid of a child process of s (not a zombie) whose
+// arguments match, 0 if there is none.
+func serverChild(t *testing.T, s *server, match func(args []string) bool) int {
+	t.Helper()
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		t.Fatal(err)
@@ -500,7 +509,7 @@ func kubeletChild(t *testing.T, s *server) int {
 		}
 		cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
 		args := strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00")
-		if len(args) >= 2 && args[len(args)-2] == "kubelet" && args[len(args)-1] == file {
+		if match(args) {
 			return pid
 		}
 	}
@@ -528,31 +537,8 @@ func killKubelet(t *testing.T, s *server, node string) int {
 	if old == 0 {
 		t.Fatal("the server has no kubelet child process")
 	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", s.kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Timeout = 5 * time.Second
-	cs := kubernetes.NewForConfigOrDie(cfg)
-	// Poll the API until the new kubelet is back.
-	stop, polled := make(chan struct{}), make(chan error, 1)
-	go func() {
-		var first error
-		defer func() { polled <- first }()
-		for n := 0; ; n++ {
-			select {
-			case <-stop:
-				if first == nil && n < 2 {
-					first = fmt.Errorf("the API was polled %d times only", n)
-				}
-				return
-			case <-time.After(100 * time.Millisecond):
-			}
-			if _, err := cs.CoreV1().Nodes().Get(context.Background(), node, metav1.GetOptions{}); err != nil && first == nil {
-				first = err
-			}
-		}
-	}()
+	// The API is asked until the new kubelet is back.
+	api := pollAPI(t, s)
 
 	killed := time.Now()
 	if err := syscall.Kill(old, syscall.SIGKILL); err != nil {
@@ -569,8 +555,7 @@ func killKubelet(t *testing.T, s *server, node string) int {
 		return err == nil && perr == nil && renewed.After(killed)
 	})
 	s.waitKubectl(t, kubectl, "True", "get", "node", node, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
-	close(stop)
-	if err := <-polled; err != nil {
+	if err := api(); err != nil {
 		t.Errorf("the API failed while the kubelet restarted: %v", err)
 	}
 	select {
@@ -581,4 +566,46 @@ func killKubelet(t *testing.T, s *server, node string) int {
 	}
 	t.Logf("kubelet %d killed; kubelet %d renewed the lease %v later", old, next, time.Since(killed).Round(time.Millisecond))
 	return next
+}
+
+// pollAPI asks s's API for the default namespace every 100 ms until the
+// returned func is called, which returns the first failure (or that the
+// API was hardly asked).
+func pollAPI(t *testing.T, s *server) (stop func() error) {
+	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", s.kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Timeout = 5 * time.Second
+	cs := kubernetes.NewForConfigOrDie(cfg)
+	done, polled := make(chan struct{}), make(chan error, 1)
+	go func() {
+		var first error
+		defer func() { polled <- first }()
+		for n := 0; ; n++ {
+			select {
+			case <-done:
+				if first == nil && n < 2 {
+					first = fmt.Errorf("the API was polled %d times only", n)
+				}
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+			if _, err := cs.CoreV1().Namespaces().Get(context.Background(), "default", metav1.GetOptions{}); err != nil && first == nil {
+				first = fmt.Errorf("%s: %w", time.Now().Format(time.TimeOnly), err)
+			}
+		}
+	}()
+	stopped := false
+	stop = func() error {
+		if stopped {
+			return nil
+		}
+		stopped = true
+		close(done)
+		return <-polled
+	}
+	t.Cleanup(func() { _ = stop() })
+	return stop
 }
