@@ -214,3 +214,50 @@ func TestRun_RefusesBadOptions(t *testing.T) {
 		t.Errorf("options written for a refused start: %v", err)
 	}
 }
+
+// TestServer_CgroupV1, on this host's cgroup version: on a cgroup v1
+// host the kubelet is let run (failCgroupV1 false), Run says so in one
+// warning, and --fail-cgroupv1 brings back upstream's refusal; on a
+// cgroup v2 host upstream's default stays and nothing is said.
+func TestServer_CgroupV1(t *testing.T) {
+	dir := t.TempDir()
+	o := Options{Dir: dir, NodeName: "n1", Kubeconfig: "kc", RuntimeEndpoint: "unix:///c.sock"}
+	v1 := !cgroupsV2()
+	t.Logf("this host runs cgroup v1: %v", v1)
+	s, err := Server(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.KubeletConfiguration.FailCgroupV1; got != !v1 {
+		t.Errorf("failCgroupV1 = %v on a host with cgroup v1 %v", got, v1)
+	}
+	if v1 {
+		strict := o
+		strict.ExtraArgs = []string{"--fail-cgroupv1"}
+		if _, err := Server(strict); err == nil || !strings.Contains(err.Error(), "cgroup v1") {
+			t.Errorf("--fail-cgroupv1 on a cgroup v1 host: %v, want the kubelet's refusal", err)
+		}
+	}
+
+	// Run, with a stand-in child: the warning comes before it starts.
+	log := testlog.New(100)
+	o.Command = []string{"sh", "-c", "exec sleep 600", "sh"}
+	o.Port = freePort(t)
+	o.Log = zerolog.New(log)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, o) }()
+	started := log.Next(t, "kubelet started")
+	testlog.Stopped(t, cancel, done, started)
+	log.Close()
+	warns := 0
+	for _, m := range log.All() {
+		if m["level"] == "warn" && strings.Contains(fmt.Sprint(m["message"]), "cgroup v1") {
+			warns++
+		}
+	}
+	if want := map[bool]int{true: 1, false: 0}[v1]; warns != want {
+		t.Errorf("%d warnings about cgroup v1, want %d", warns, want)
+	}
+}
