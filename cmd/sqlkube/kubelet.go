@@ -35,9 +35,11 @@ func newKubeletCommand(lf *logFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if _, err := stderrLogger(lf); err != nil {
+			log, err := stderrLogger(lf)
+			if err != nil {
 				return err
 			}
+			o.Log = log
 			// The node agent is what systemd supervises: the kubelet's
 			// READY=1 is not the agent's.
 			_ = os.Unsetenv("NOTIFY_SOCKET")

@@ -28,6 +28,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/opencontainers/cgroups"
@@ -89,7 +90,8 @@ type Options struct {
 	// (sqlkube's hidden `kubelet` command does) and write its logs as
 	// JSON lines (zerolog's) to standard error.
 	Command []string `json:"-"`
-	// Log gets the child's log lines (and what else it writes).
+	// Log gets the child's log lines (and what else it writes); in the
+	// child (RunInProcess), its own logger, for the flags' notices.
 	Log zerolog.Logger `json:"-"`
 }
 
@@ -311,6 +313,20 @@ func waitPortFree(ctx context.Context, address string, port int32, d time.Durati
 	}
 }
 
+// warnLines logs each line written to it as a warning: the flags'
+// notices ("Flag --port has been deprecated, ..."), which the kubelet
+// prints as text.
+type warnLines struct{ log zerolog.Logger }
+
+func (w warnLines) Write(p []byte) (int, error) {
+	for _, l := range strings.Split(string(p), "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			w.log.Warn().Msg(l)
+		}
+	}
+	return len(p), nil
+}
+
 // RunInProcess runs the kubelet in this process until ctx is done. The
 // kubelet is not built to stop inside a process that goes on: it returns
 // when ctx ends, but some of its goroutines live until the process exits.
@@ -320,7 +336,7 @@ func waitPortFree(ctx context.Context, address string, port int32, d time.Durati
 // The commonest failure, a port another program holds, RunInProcess
 // refuses before it starts.
 func RunInProcess(ctx context.Context, o Options) error {
-	s, err := server(o, os.Stderr)
+	s, err := server(o, warnLines{o.Log})
 	if err != nil {
 		return err
 	}

@@ -261,3 +261,19 @@ func TestServer_CgroupV1(t *testing.T) {
 		t.Errorf("%d warnings about cgroup v1, want %d", warns, want)
 	}
 }
+
+// TestServer_FlagNoticesAreWarnings: a deprecated kubelet flag's notice,
+// which the kubelet prints as text, comes out of the child as one
+// warning (the supervisor logs text lines as errors).
+func TestServer_FlagNoticesAreWarnings(t *testing.T) {
+	log := testlog.New(10)
+	o := Options{Dir: t.TempDir(), Kubeconfig: "kc", RuntimeEndpoint: "unix:///c.sock", ExtraArgs: []string{"--port=10999"}}
+	if _, err := server(o, warnLines{zerolog.New(log)}); err != nil {
+		t.Fatal(err)
+	}
+	log.Close()
+	all := log.All()
+	if len(all) != 1 || all[0]["level"] != "warn" || !strings.Contains(fmt.Sprint(all[0]["message"]), "Flag --port has been deprecated") {
+		t.Errorf("the flag's notice came out as %v; want one warning", all)
+	}
+}
