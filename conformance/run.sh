@@ -59,8 +59,13 @@ cleanup() {
   cp "$run"/*.log "$cache/" 2>/dev/null && echo "conformance: logs and JUnit reports in $cache" >&2
   for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
   for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
-  for dir in "$run/server" "$run/node"; do
-    [ -d "$dir" ] && "$sqlkube" reset --data-dir "$dir" --purge >&2 || true
+  # Each reset in its node's network namespace: reset removes the
+  # kubelet's and kube-proxy's rules of the namespace it runs in, whoever
+  # wrote them (docs/reset.md), and in this host's they may be another
+  # node's.
+  for pair in "$nsA:$run/server" "$nsB:$run/node"; do
+    ns=${pair%%:*} dir=${pair#*:}
+    [ -d "$dir" ] && [ -e "/run/netns/$ns" ] && nsenter --net="/run/netns/$ns" -- "$sqlkube" reset --data-dir "$dir" --purge >&2 || true
   done
   for ns in "$nsA" "$nsB" "$lan"; do ip netns del "$ns" 2>/dev/null || true; done
   ip link del "sqkc${id}t" 2>/dev/null || true
