@@ -8,7 +8,11 @@
 #      LAN (a bridge in a namespace, this host's leg at .1): `sqlkube
 #      server` with its host node in one, a node joined with `sqlkube
 #      node --token` in the other, each with its own containerd, kubelet
-#      root and cgroups, and imports the images into both;
+#      root and cgroups, and imports the images into both; the images are
+#      also served by a registry on this host's LAN address (`sqlkube
+#      registry serve`), which both nodes' containerd use for every
+#      registry the images name (--registry-config-dir), so the tests that
+#      pull with imagePullPolicy Always pull, offline;
 #   3. runs the [Conformance] tests as kind's CI does: the non-[Serial]
 #      ones in parallel (ginkgo --procs), then the [Serial] ones alone,
 #      with --provider=local, no retries;
@@ -59,8 +63,13 @@ cleanup() {
   cp "$run"/*.log "$cache/" 2>/dev/null && echo "conformance: logs and JUnit reports in $cache" >&2
   for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
   for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
-  for dir in "$run/server" "$run/node"; do
-    [ -d "$dir" ] && "$sqlkube" reset --data-dir "$dir" --purge >&2 || true
+  # Each reset in its node's network namespace: reset removes the
+  # kubelet's and kube-proxy's rules of the namespace it runs in, whoever
+  # wrote them (docs/reset.md), and in this host's they may be another
+  # node's.
+  for pair in "$nsA:$run/server" "$nsB:$run/node"; do
+    ns=${pair%%:*} dir=${pair#*:}
+    [ -d "$dir" ] && [ -e "/run/netns/$ns" ] && nsenter --net="/run/netns/$ns" -- "$sqlkube" reset --data-dir "$dir" --purge >&2 || true
   done
   for ns in "$nsA" "$nsB" "$lan"; do ip netns del "$ns" 2>/dev/null || true; done
   ip link del "sqkc${id}t" 2>/dev/null || true
@@ -95,10 +104,35 @@ for pair in "$nsA:$ipA" "$nsB:$ipB"; do
   i=$((i + 1))
 done
 
+# The registry: the archives served on this host's LAN address, a port
+# of the OS's choosing; each registry the images name (build.sh --list)
+# gets a hosts.toml that makes it the only server of that registry for
+# the nodes' containerd (plain HTTP, pull and resolve): nothing comes from
+# the internet, and an image missing from the archives fails to pull.
+# The images are imported too (below): pulls resolve tags at the registry
+# but find the content present.
+"$sqlkube" registry serve --listen "$subnet.1:0" --log-format json "$imagedir"/*.tar >"$run/registry.out" 2>"$run/registry.log" &
+registry_pid=$!
+pids+=("$registry_pid")
+registry=
+for _ in $(seq 1 60); do
+  registry=$(sed -n 's/^sqlkube registry: serving [0-9]* images on //p' "$run/registry.out" 2>/dev/null || true)
+  [ -n "$registry" ] && break
+  kill -0 "$registry_pid" 2>/dev/null || break
+  sleep 1
+done
+[ -n "$registry" ] || { echo "conformance: the registry did not start:" >&2; cat "$run/registry.log" >&2; exit 1; }
+registries=$run/registries
+for host in $(./conformance/images/build.sh --list | awk '{ sub("/.*", "", $2); print $2 }' | sort -u); do
+  mkdir -p "$registries/$host"
+  printf 'server = "%s"\ncapabilities = ["pull", "resolve"]\n' "$registry" >"$registries/$host/hosts.toml"
+done
+echo "conformance: registry $registry serves $(ls "$imagedir"/*.tar | wc -l) archives for $(ls "$registries" | tr '\n' ' ')" >&2
+
 # The server and its host node.
 mkdir -p "$run/server" "$run/node"
 nsenter --net="/run/netns/$nsA" -- "$sqlkube" server --data-dir "$run/server" --node-name conformance-a --node-ip "$ipA" \
-  --bind-address "$ipA" --log-format json >"$run/server.log" 2>&1 &
+  --bind-address "$ipA" --registry-config-dir "$registries" --log-format json >"$run/server.log" 2>&1 &
 pids+=($!)
 export KUBECONFIG=$run/server/kubeconfig
 for _ in $(seq 1 120); do
@@ -110,7 +144,7 @@ done
 # The second node, joined with a bootstrap token.
 read -r -a join <<<"$(nsenter --net="/run/netns/$nsA" -- "$sqlkube" token create --data-dir "$run/server" --print-join-command)"
 nsenter --net="/run/netns/$nsB" -- "$sqlkube" node "${join[@]:2}" --data-dir "$run/node" --node-name conformance-b --node-ip "$ipB" \
-  --log-format json >"$run/node.log" 2>&1 &
+  --registry-config-dir "$registries" --log-format json >"$run/node.log" 2>&1 &
 pids+=($!)
 # kubectl wait fails at once on a Node that is not registered yet.
 for _ in $(seq 1 300); do

@@ -62,6 +62,13 @@ func requireNodeHost(t *testing.T) {
 // writeTestImage writes testImage's archive: busybox as /bin/*, /tmp.
 func writeTestImage(t *testing.T) string {
 	t.Helper()
+	return writeBusyboxImage(t, testImage)
+}
+
+// writeBusyboxImage writes the archive of an image named name: testImage's
+// content and the extra files given.
+func writeBusyboxImage(t *testing.T, name string, extra ...images.File) string {
+	t.Helper()
 	bb, err := os.ReadFile("/bin/busybox")
 	if err != nil {
 		t.Fatal(err)
@@ -70,13 +77,14 @@ func writeTestImage(t *testing.T) string {
 	for _, applet := range []string{"sh", "sleep", "cat", "echo", "httpd", "ls", "hostname", "tar", "true", "false", "mkdir", "wget", "head", "touch", "rm", "tr", "id", "chmod", "seq", "nc", "tail", "nslookup", "ping"} {
 		files = append(files, images.File{Path: "/bin/" + applet, Link: "busybox"})
 	}
+	files = append(files, extra...)
 	path := filepath.Join(t.TempDir(), "busybox.tar")
 	f, err := os.Create(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	if err := images.WriteArchive(f, images.Image{Name: testImage, Files: files, Cmd: []string{"sh"}, Env: []string{"PATH=/bin"}}); err != nil {
+	if err := images.WriteArchive(f, images.Image{Name: name, Files: files, Cmd: []string{"sh"}, Env: []string{"PATH=/bin"}}); err != nil {
 		t.Fatal(err)
 	}
 	return path

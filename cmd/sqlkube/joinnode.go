@@ -45,6 +45,9 @@ type joinFlags struct {
 // (kubelet-serving, approved for nodes the cluster knows); with
 // --kubeconfig, it uses that credential.
 func runJoinedNode(ctx context.Context, f joinFlags, kubeconfigPath string, extraKubeletArgs []string, log zerolog.Logger) error {
+	if err := f.checkRegistryConfigDir(); err != nil {
+		return err
+	}
 	dataDir, err := filepath.Abs(f.dataDir)
 	if err != nil {
 		return err

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -29,7 +30,10 @@ type localNodeFlags struct {
 	ip              string
 	runtimeEndpoint string
 	sandboxImage    string
-	kubeletArgs     []string
+	// registryConfigDir is the containerd's registry hosts directory
+	// (absolute once checkRegistryConfigDir has run).
+	registryConfigDir string
+	kubeletArgs       []string
 	// Services: kube-proxy in the node agent.
 	disableKubeProxy bool
 	kubeProxyArgs    []string
@@ -47,6 +51,7 @@ func addLocalNodeFlags(fl *pflag.FlagSet, f *localNodeFlags, server bool) {
 	fl.StringVar(&f.ip, "node-ip", "", "this host's node address (default: the address of the default route's interface)")
 	fl.StringVar(&f.runtimeEndpoint, "container-runtime-endpoint", "", "CRI endpoint of an existing runtime (containerd 2, CRI-O), unix://PATH (default: start sqlkube's own containerd, configured under DATA_DIR/containerd)")
 	fl.StringVar(&f.sandboxImage, "pod-infra-container-image", images.PauseImageName, "sandbox (pause) image of the containerd sqlkube starts; the default is made by sqlkube and needs no registry")
+	fl.StringVar(&f.registryConfigDir, "registry-config-dir", "", "registry hosts directory of the containerd sqlkube starts: DIR/HOST/hosts.toml, in containerd's format, says how to pull from registry HOST (mirrors, plain HTTP, CAs) and is read at every pull (default: containerd's, /etc/containerd/certs.d and /etc/docker/certs.d)")
 	fl.StringArrayVar(&f.kubeletArgs, "kubelet-arg", nil, "extra kubelet flag, e.g. --kubelet-arg=--max-pods=50 (repeatable)")
 	fl.BoolVar(&f.disableKubeProxy, "disable-kube-proxy", false, "run no kube-proxy on this node (Services' cluster IPs and node ports): for clusters that bring their own service proxy")
 	fl.StringArrayVar(&f.kubeProxyArgs, "kube-proxy-arg", nil, "extra kube-proxy flag, e.g. --kube-proxy-arg=--proxy-mode=iptables (default: nftables where the kernel and nft allow it, iptables otherwise) (repeatable)")
@@ -116,6 +121,32 @@ func runLocalNode(ctx context.Context, f localNodeFlags, dataDir, apiURL string,
 	})
 }
 
+// checkRegistryConfigDir refuses a --registry-config-dir that is not a
+// directory, or that would configure nothing (the runtime is not
+// sqlkube's), and makes it absolute: containerd runs in sqlkube's working
+// directory, but a relative path there is easy to misread.
+func (f *localNodeFlags) checkRegistryConfigDir() error {
+	if f.registryConfigDir == "" {
+		return nil
+	}
+	if f.runtimeEndpoint != "" {
+		return errors.New("--registry-config-dir configures the containerd sqlkube starts; with --container-runtime-endpoint, set that runtime's own (containerd: config_path)")
+	}
+	dir, err := filepath.Abs(f.registryConfigDir)
+	if err != nil {
+		return fmt.Errorf("--registry-config-dir: %w", err)
+	}
+	st, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("--registry-config-dir: %w", err)
+	}
+	if !st.IsDir() {
+		return fmt.Errorf("--registry-config-dir %s: not a directory", dir)
+	}
+	f.registryConfigDir = dir
+	return nil
+}
+
 // identity is the node's name (default: the host name) and address
 // (default: the default route's interface).
 func (f localNodeFlags) identity() (string, net.IP, error) {
@@ -169,7 +200,7 @@ func startRuntime(ctx context.Context, f localNodeFlags, rt containerd.Runtime, 
 		ctrDir := containerdDirOf(dataDir)
 		proc, err := containerd.Start(ctx, containerd.Options{
 			Dir: ctrDir, SandboxImage: f.sandboxImage, CNIBinDir: cniBin, CNIConfDir: cniConf,
-			Command: selfCommand("containerd"), Runtime: rt,
+			Command: selfCommand("containerd"), Runtime: rt, RegistryConfigDir: f.registryConfigDir,
 		})
 		if err != nil {
 			return "", nil, err
@@ -185,7 +216,11 @@ func startRuntime(ctx context.Context, f localNodeFlags, rt containerd.Runtime, 
 				return "", nil, fmt.Errorf("sandbox image: %w", err)
 			}
 		}
-		log.Info().Str("endpoint", proc.Endpoint).Str("shim", rt.Shim).Str("runc", rt.Runc).Msg("containerd started")
+		ev := log.Info().Str("endpoint", proc.Endpoint).Str("shim", rt.Shim).Str("runc", rt.Runc)
+		if f.registryConfigDir != "" {
+			ev = ev.Str("registry-config-dir", f.registryConfigDir)
+		}
+		ev.Msg("containerd started")
 		return proc.Endpoint, proc.Stop, nil
 	}
 	return endpoint, func() {}, nil

@@ -156,6 +156,10 @@ func TestServer_FakeNodes(t *testing.T) {
 
 // TestNodeCommand_BadFlags: bad flags give a one-line error.
 func TestNodeCommand_BadFlags(t *testing.T) {
+	regularFile := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(regularFile, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -168,6 +172,10 @@ func TestNodeCommand_BadFlags(t *testing.T) {
 		{[]string{"node", "--fake", "--kubeconfig", "x", "--count", "-1"}, "--count"},
 		{[]string{"node", "--fake", "--kubeconfig", filepath.Join(t.TempDir(), "missing")}, "--kubeconfig"},
 		{[]string{"server", "--fake-nodes", "-2"}, "--fake-nodes"},
+		{[]string{"server", "--registry-config-dir", filepath.Join(t.TempDir(), "missing")}, "--registry-config-dir"},
+		{[]string{"server", "--registry-config-dir", t.TempDir(), "--container-runtime-endpoint", "unix:///x.sock"}, "--container-runtime-endpoint"},
+		{[]string{"node", "--kubeconfig", "x", "--registry-config-dir", filepath.Join(t.TempDir(), "missing")}, "--registry-config-dir"},
+		{[]string{"node", "--kubeconfig", "x", "--registry-config-dir", regularFile}, "not a directory"},
 	} {
 		root := newRootCommand()
 		root.SetArgs(tc.args)

@@ -208,6 +208,11 @@ func runServer(ctx context.Context, f *serverFlags, log zerolog.Logger, out io.W
 	if f.api.fakeNodes < 0 {
 		return fmt.Errorf("--fake-nodes %d: must not be negative", f.api.fakeNodes)
 	}
+	if n := f.api.node; n != nil && !n.disable {
+		if err := n.checkRegistryConfigDir(); err != nil {
+			return err
+		}
+	}
 	ctx, stop := signalContext(ctx)
 	defer stop()
 	start := time.Now()

@@ -42,6 +42,12 @@ type Options struct {
 	Runtime Runtime
 	// Log receives containerd's output (default: Dir/containerd.log).
 	Log string
+	// RegistryConfigDir is the CRI plugin's registry hosts directory
+	// (config_path): DIR/HOST/hosts.toml says how to reach the registry
+	// HOST (mirrors, plain HTTP, CAs), in containerd's format (its
+	// docs/hosts.md), read at every pull. Empty: containerd's default,
+	// /etc/containerd/certs.d:/etc/docker/certs.d.
+	RegistryConfigDir string
 }
 
 // Paths under an Options.Dir.
@@ -90,6 +96,10 @@ state = {{printf "%q" .State}}
   snapshotter = "overlayfs"
   [plugins."io.containerd.cri.v1.images".pinned_images]
     sandbox = {{printf "%q" .SandboxImage}}
+{{- if .RegistryConfigDir}}
+  [plugins."io.containerd.cri.v1.images".registry]
+    config_path = {{printf "%q" .RegistryConfigDir}}
+{{- end}}
 
 [plugins."io.containerd.cri.v1.runtime"]
   # Root without CAP_SYS_RESOURCE cannot lower oom_score_adj; runc would

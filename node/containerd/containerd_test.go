@@ -41,15 +41,30 @@ func TestWriteConfig(t *testing.T) {
 	}
 }
 
+// TestWriteConfig_RegistryConfigDir: a registry hosts directory is the
+// CRI images plugin's registry config_path.
+func TestWriteConfig_RegistryConfigDir(t *testing.T) {
+	p, err := WriteConfig(Options{Dir: t.TempDir(), SandboxImage: "p:1", RegistryConfigDir: "/etc/sqlkube/certs.d"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(p)
+	want := "[plugins.\"io.containerd.cri.v1.images\".registry]\n    config_path = \"/etc/sqlkube/certs.d\"\n"
+	if !strings.Contains(string(b), want) {
+		t.Errorf("config lacks\n%s\n:\n%s", want, b)
+	}
+}
+
 // TestWriteConfig_DefaultRuntime: without a Runtime, containerd chooses
-// the shim and the shim its runc.
+// the shim and the shim its runc; without a registry hosts directory, the
+// CRI plugin keeps its default (/etc/containerd/certs.d).
 func TestWriteConfig_DefaultRuntime(t *testing.T) {
 	p, err := WriteConfig(Options{Dir: t.TempDir(), SandboxImage: "p:1"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	b, _ := os.ReadFile(p)
-	for _, key := range []string{"runtime_path", "BinaryName"} {
+	for _, key := range []string{"runtime_path", "BinaryName", "config_path", ".registry]"} {
 		if strings.Contains(string(b), key) {
 			t.Errorf("config sets %s without a Runtime:\n%s", key, b)
 		}

@@ -33,7 +33,8 @@ func TestConfig_AsContainerdReadsIt(t *testing.T) {
 	dir := t.TempDir()
 	p, err := containerd.WriteConfig(containerd.Options{
 		Dir: dir, SandboxImage: "example.test/pause:9", CNIBinDir: "/cni/bin", CNIConfDir: "/cni/conf",
-		Runtime: containerd.Runtime{Shim: "/rt/containerd-shim-runc-v2", Runc: "/rt/runc"},
+		Runtime:           containerd.Runtime{Shim: "/rt/containerd-shim-runc-v2", Runc: "/rt/runc"},
+		RegistryConfigDir: "/etc/sqlkube/certs.d",
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -60,6 +61,7 @@ func TestConfig_AsContainerdReadsIt(t *testing.T) {
 		{[]string{"plugins", "io.containerd.nri.v1.nri", "disable"}, true},
 		{[]string{"plugins", "io.containerd.cri.v1.images", "snapshotter"}, "overlayfs"},
 		{[]string{"plugins", "io.containerd.cri.v1.images", "pinned_images", "sandbox"}, "example.test/pause:9"},
+		{[]string{"plugins", "io.containerd.cri.v1.images", "registry", "config_path"}, "/etc/sqlkube/certs.d"},
 		{[]string{"plugins", "io.containerd.cri.v1.runtime", "restrict_oom_score_adj"}, true},
 		{[]string{"plugins", "io.containerd.cri.v1.runtime", "containerd", "default_runtime_name"}, "runc"},
 		{[]string{"plugins", "io.containerd.cri.v1.runtime", "containerd", "runtimes", "runc", "runtime_type"}, "io.containerd.runc.v2"},
