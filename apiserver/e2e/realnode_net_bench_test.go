@@ -42,7 +42,7 @@ func TestRealNode_ServiceBench(t *testing.T) {
 	t.Cleanup(func() { s.removeAllPods(t) })
 	s.waitKubectl(t, k, "True", "get", "node", "bench", "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
 	s.sqlkube(t, "images", "import", writeTestImage(t))
-	s.mustKubectl(t, k, "apply", "-f", podManifest(t, webDeployment))
+	s.mustKubectl(t, k, "apply", "-f", podManifest(t, webDeployment(3)))
 	s.mustKubectl(t, k, "rollout", "status", "deployment/web", "--timeout=90s")
 	podIP := strings.Fields(s.mustKubectl(t, k, "get", "pods", "-l", "app=web", "-o", "jsonpath={.items[*].status.podIP}"))[0]
 	clusterIP := s.mustKubectl(t, k, "get", "svc", "web", "-o", "jsonpath={.spec.clusterIP}")

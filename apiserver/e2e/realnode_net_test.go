@@ -174,14 +174,15 @@ func httpGetCmd(host, port, path string) string {
 // address (/cgi-bin/ip), ready while /tmp/ready exists.
 const webScript = `mkdir -p /www/cgi-bin && hostname > /www/index.html && printf "#!/bin/sh\necho Content-Type: text/plain\necho\necho \$REMOTE_ADDR\n" > /www/cgi-bin/ip && chmod +x /www/cgi-bin/ip && touch /tmp/ready && exec httpd -f -p 8080 -h /www`
 
-// webDeployment is three webScript replicas, ready once serving, behind
-// the Service web (port 80).
-var webDeployment = `
+// webDeployment is replicas webScript replicas, ready once serving,
+// behind the Service web (port 80).
+func webDeployment(replicas int) string {
+	return `
 apiVersion: apps/v1
 kind: Deployment
 metadata: {name: web}
 spec:
-  replicas: 3
+  replicas: ` + strconv.Itoa(replicas) + `
   selector: {matchLabels: {app: web}}
   template:
     metadata: {labels: {app: web}}
@@ -200,6 +201,7 @@ spec:
   selector: {app: web}
   ports: [{port: 80, targetPort: 8080}]
 `
+}
 
 // TestRealNode_Network: the server's own node and a joined one, each in a
 // network namespace of the test's on one LAN, give their pods one network
@@ -296,7 +298,7 @@ spec:
 
 	// Acceptance 2: a Deployment behind a ClusterIP Service; a client on
 	// the other node gets answers from every replica through it.
-	s.mustKubectl(t, k, "apply", "-f", podManifest(t, webDeployment))
+	s.mustKubectl(t, k, "apply", "-f", podManifest(t, webDeployment(3)))
 	s.mustKubectl(t, k, "rollout", "status", "deployment/web", "--timeout=90s")
 	replicas := strings.Fields(s.mustKubectl(t, k, "get", "pods", "-l", "app=web", "-o", "jsonpath={.items[*].metadata.name}"))
 	sort.Strings(replicas)

@@ -17,32 +17,6 @@ import (
 	"github.com/sqlkube/sqlkube/node/podnet"
 )
 
-// nodeChangeWeb is one webScript replica behind the Service web.
-var nodeChangeWeb = `
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: web}
-spec:
-  replicas: 1
-  selector: {matchLabels: {app: web}}
-  template:
-    metadata: {labels: {app: web}}
-    spec:
-      terminationGracePeriodSeconds: 1
-      containers:
-      - name: c
-        image: IMAGE
-        command: [sh, -c, ` + strconv.Quote(webScript) + `]
-        readinessProbe: {exec: {command: [cat, /tmp/ready]}, periodSeconds: 1}
----
-apiVersion: v1
-kind: Service
-metadata: {name: web}
-spec:
-  selector: {app: web}
-  ports: [{port: 80, targetPort: 8080}]
-`
-
 // TestRealNode_NodeChanges: kube-proxy's node manager ends its process
 // when the node's addresses or pod CIDR change or its Node is deleted
 // (issue 31). It runs in a child process of the node agent, here `sqlkube
@@ -153,7 +127,7 @@ func TestRealNode_NodeChanges(t *testing.T) {
 		return next
 	}
 
-	s.mustKubectl(t, k, "apply", "-f", podManifest(t, nodeChangeWeb))
+	s.mustKubectl(t, k, "apply", "-f", podManifest(t, webDeployment(1)))
 	pod, podIP := serving("at start")
 	if !cidrContains(t, oldCIDR, podIP) {
 		t.Fatalf("the pod's address %s is not in the node's pod CIDR %s", podIP, oldCIDR)
