@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -49,6 +50,24 @@ func TestDelete_FinalizersAndGrace(t *testing.T) {
 		t.Fatalf("foreground deletion: %v, finalizers %v", err, cm.Finalizers)
 	}
 
+	// An object with a generation (a Deployment) held by a finalizer:
+	// its deletion starting moves its generation too.
+	deps := cs.AppsV1().Deployments("default")
+	labels := map[string]string{"app": "d"}
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "d", Finalizers: []string{"example.com/keep"}}, Spec: appsv1.DeploymentSpec{
+		Selector: &metav1.LabelSelector{MatchLabels: labels},
+		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}},
+	}}
+	if d, err = deps.Create(ctx, d, metav1.CreateOptions{}); err != nil || d.Generation != 1 {
+		t.Fatalf("create a Deployment: %v, generation %d", err, d.Generation)
+	}
+	if err := deps.Delete(ctx, "d", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if d, err = deps.Get(ctx, "d", metav1.GetOptions{}); err != nil || d.DeletionTimestamp == nil || d.Generation != 2 {
+		t.Errorf("a Deployment with a finalizer, deleted: %v, deletionTimestamp %v, generation %d (want 2)", err, d.DeletionTimestamp, d.Generation)
+	}
+
 	pods := cs.CoreV1().Pods("default")
 	spec := corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}
 	for _, p := range []*corev1.Pod{
@@ -74,6 +93,16 @@ func TestDelete_FinalizersAndGrace(t *testing.T) {
 	p, err := pods.Get(ctx, "bound", metav1.GetOptions{})
 	if err != nil || p.DeletionTimestamp == nil || p.DeletionGracePeriodSeconds == nil || *p.DeletionGracePeriodSeconds != 30 {
 		t.Fatalf("a bound pod: %v, %+v", err, p.ObjectMeta)
+	}
+	// Its deletion starting moves its generation, once.
+	if p.Generation != 2 {
+		t.Errorf("a bound pod being deleted has generation %d, want 2", p.Generation)
+	}
+	if err := pods.Delete(ctx, "bound", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if p, err := pods.Get(ctx, "bound", metav1.GetOptions{}); err != nil || p.Generation != 2 {
+		t.Errorf("deleted again: %v, generation %d, want 2", err, p.Generation)
 	}
 	zero := int64(0)
 	if err := pods.Delete(ctx, "bound", metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {

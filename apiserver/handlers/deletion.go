@@ -75,6 +75,12 @@ func (h *Request) GracefulDelete(opts metav1.DeleteOptions, pre *k8sstorage.Prec
 			now := metav1.NewTime(time.Now().Add(time.Duration(grace) * time.Second).Truncate(time.Second))
 			um.SetDeletionTimestamp(&now)
 			um.SetDeletionGracePeriodSeconds(&grace)
+			// Its deletion starting is a change its controllers act on
+			// (they stop), so its generation moves, once, as
+			// kube-apiserver's does (pods' too, since 1.35).
+			if g := um.GetGeneration(); g > 0 {
+				um.SetGeneration(g + 1)
+			}
 		}
 		markTerminating(updated)
 		return updated, nil, nil
