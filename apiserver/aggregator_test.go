@@ -213,7 +213,14 @@ func TestAggregation_ProxyDiscoveryAndAvailability(t *testing.T) {
 	waitAvailable(t, ac, missing.Name, apiregistrationv1.ConditionFalse, "ServiceNotFound")
 	waitAvailable(t, ac, wardleVersion+"."+wardleGroup, apiregistrationv1.ConditionTrue, "Passed")
 
+	// The proxy sees the condition through its informer, a moment after
+	// it is written (kube-aggregator's does too): until then it answers
+	// 503.
 	raw := cs.Discovery().RESTClient()
+	eventually(t, "the proxy to see "+wardleVersion+"."+wardleGroup+" available", func() bool {
+		_, err := raw.Get().AbsPath("/apis", wardleGroup, wardleVersion, "namespaces", "wardle", "flunders").DoRaw(ctx)
+		return !apierrors.IsServiceUnavailable(err)
+	})
 	t.Run("proxied with the caller's identity", func(t *testing.T) {
 		body, err := raw.Get().AbsPath("/apis", wardleGroup, wardleVersion, "namespaces", "wardle", "flunders").
 			SetHeader("Authorization", "Bearer not-for-the-backend").DoRaw(ctx)
