@@ -114,9 +114,16 @@ func testReset(t *testing.T, containerdUp bool) {
 	lab := newNetLab(t)
 	ns, ip := lab.addNamespace(t)
 	dataDir := filepath.Join(t.TempDir(), "data")
+	// The kernel gives the LAN's interface its link-local address (and
+	// its route in the local table) a moment after the link is up: the
+	// snapshot waits for it as well as for duplicate address detection.
 	waitFor(t, 30*time.Second, "the namespace's IPv6 addresses to settle", func() bool {
 		out, err := exec.Command("nsenter", "--net=/run/netns/"+ns, "--", "ip", "-6", "addr", "show", "tentative").Output()
-		return err == nil && strings.TrimSpace(string(out)) == ""
+		if err != nil || strings.TrimSpace(string(out)) != "" {
+			return false
+		}
+		routes, err := exec.Command("nsenter", "--net=/run/netns/"+ns, "--", "ip", "-6", "route", "show", "table", "local").Output()
+		return err == nil && strings.Contains(string(routes), "local fe80::")
 	})
 	before := snapshotHost(t, ns)
 
