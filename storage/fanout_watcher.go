@@ -4,13 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
+	"reflect"
 	"strings"
 	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -156,7 +159,7 @@ func (w *ringWatcher) run(ctx context.Context) {
 // convert turns a ring entry into the event this watcher sees, if any: as
 // the watch cache does, an object entering the selection is Added, one
 // leaving it Deleted (its last state that matched, at the new
-// resourceVersion).
+// resourceVersion). The event's object is the watcher's own (ownCopy).
 func (w *ringWatcher) convert(e *ringEntry) (watch.Event, bool) {
 	if e.rv <= w.after {
 		return watch.Event{}, false
@@ -170,11 +173,11 @@ func (w *ringWatcher) convert(e *ringEntry) (watch.Event, bool) {
 	}
 	switch {
 	case cur && !old:
-		return watch.Event{Type: watch.Added, Object: e.cur.obj}, true
+		return watch.Event{Type: watch.Added, Object: ownCopy(e.cur.obj)}, true
 	case cur && old:
-		return watch.Event{Type: watch.Modified, Object: e.cur.obj}, true
+		return watch.Event{Type: watch.Modified, Object: ownCopy(e.cur.obj)}, true
 	case !cur && old && e.typ == watch.Deleted:
-		return watch.Event{Type: watch.Deleted, Object: e.cur.obj}, true
+		return watch.Event{Type: watch.Deleted, Object: ownCopy(e.cur.obj)}, true
 	case !cur && old:
 		obj := mutableCopy(e.prev.obj)
 		if err := (k8sstorage.APIObjectVersioner{}).UpdateObject(obj, e.rv); err != nil {
@@ -216,6 +219,38 @@ func (w *ringWatcher) bookmark(rv uint64, end bool) runtime.Object {
 		}
 	}
 	return obj
+}
+
+// ownCopy returns a copy of obj's top level for one watcher; what that
+// points to stays shared with the event's other watchers and must not be
+// changed.
+//
+// A ring entry's object goes to every watcher the event matches, and each
+// hands it to an encoder of its own. Encoders set an object's apiVersion
+// and kind while they write it and put back what was there after, so with
+// one shared object, one encoder could put back the empty kind of an
+// object read through the internal version (a cluster trust bundle, say)
+// while another was writing it: the client cannot decode that event, ends
+// its watch and lists again, and the events in between reach it as one (a
+// create and a patch as a single add). kube-apiserver's watch cache gives
+// its watchers their own copy or an object that copies itself before a
+// change; a top-level copy is enough here, as that is all an encoder
+// changes, and it costs one allocation, not a deep copy, per watcher.
+func ownCopy(obj runtime.Object) runtime.Object {
+	switch o := obj.(type) {
+	case runtime.CacheableObject:
+		return obj // copies itself before it is changed
+	case *unstructured.Unstructured:
+		// apiVersion and kind are entries of the top-level map.
+		return &unstructured.Unstructured{Object: maps.Clone(o.Object)}
+	}
+	v := reflect.ValueOf(obj)
+	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
+		return obj.DeepCopyObject()
+	}
+	c := reflect.New(v.Elem().Type())
+	c.Elem().Set(v.Elem())
+	return c.Interface().(runtime.Object)
 }
 
 func mutableCopy(obj runtime.Object) runtime.Object {
