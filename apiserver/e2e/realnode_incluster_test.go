@@ -67,7 +67,7 @@ func TestRealNode_InCluster(t *testing.T) {
 	netns, hostIP := lab.addNamespace(t)
 
 	dataDir := filepath.Join(t.TempDir(), "data")
-	t.Cleanup(func() { unmountUnder(t, dataDir) })
+	t.Cleanup(func() { cleanUpNode(t, dataDir) })
 	// Every flag at its default but the node's name, the cluster DNS's
 	// upstream (the host's resolvers are out of the namespace's reach)
 	// and what the harness sets (a free --secure-port, --data-dir, JSON

@@ -31,7 +31,7 @@ func TestRealNode_Join(t *testing.T) {
 	}
 
 	port := freePort(t)
-	t.Cleanup(func() { unmountUnder(t, agentDir) })
+	t.Cleanup(func() { cleanUpNode(t, agentDir) })
 	cidr := ""
 	t.Cleanup(func() { removeHostPodNetwork(t, cidr) }) // after the agent stops
 	// Both nodes share the host's network namespace: one kube-proxy.

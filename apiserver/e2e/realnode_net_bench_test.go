@@ -36,7 +36,7 @@ func TestRealNode_ServiceBench(t *testing.T) {
 	lab := newNetLab(t)
 	ns, ip := lab.addNamespace(t)
 	dataDir := filepath.Join(t.TempDir(), "data")
-	t.Cleanup(func() { unmountUnder(t, dataDir) })
+	t.Cleanup(func() { cleanUpNode(t, dataDir) })
 	s := startCommandNetns(t, ns, dataDir, "server", "--disable-node=false", "--node-name", "bench", "--node-ip", ip,
 		"--bind-address", ip, "--kubelet-arg=--port="+strconv.Itoa(freePort(t)))
 	t.Cleanup(func() { s.removeAllPods(t) })

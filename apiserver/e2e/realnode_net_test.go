@@ -219,7 +219,7 @@ func TestRealNode_Network(t *testing.T) {
 	nsB, ipB := lab.addNamespace(t)
 
 	dataDir := filepath.Join(t.TempDir(), "data")
-	t.Cleanup(func() { unmountUnder(t, dataDir) })
+	t.Cleanup(func() { cleanUpNode(t, dataDir) })
 	// Cluster DNS on its default port (the port is the test's network
 	// namespace's own). The host's resolvers are out of the namespace's
 	// reach: other names go to a port where nothing listens, so that they
@@ -231,7 +231,7 @@ func TestRealNode_Network(t *testing.T) {
 
 	join := strings.Fields(s.sqlkube(t, "token", "create", "--print-join-command"))
 	agentDir := filepath.Join(t.TempDir(), "agent")
-	t.Cleanup(func() { unmountUnder(t, agentDir) })
+	t.Cleanup(func() { cleanUpNode(t, agentDir) })
 	agentArgs := append(join[2:], "--data-dir", agentDir, "--node-name", "net-b", "--node-ip", ipB,
 		"--kubelet-arg=--port="+strconv.Itoa(freePort(t)), "--log-format", "json")
 	b := startAgent(t, nsB, agentArgs...)

@@ -35,7 +35,7 @@ func TestRealNode_NodeChanges(t *testing.T) {
 	lab := newNetLab(t)
 	ns, ip := lab.addNamespace(t)
 	dataDir := filepath.Join(t.TempDir(), "data")
-	t.Cleanup(func() { unmountUnder(t, dataDir) })
+	t.Cleanup(func() { cleanUpNode(t, dataDir) })
 	s := startCommandNetns(t, ns, dataDir, "server", "--disable-node=false", "--node-name", node, "--node-ip", ip,
 		"--bind-address", ip, "--kubelet-arg=--port="+strconv.Itoa(freePort(t)))
 	t.Cleanup(func() { s.removeAllPods(t) })

@@ -29,7 +29,7 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 }
 
 // TestRealNode_PodFeatures: what the kubelet brings, through sqlkube's
-// API: probes, volumes, resource limits.
+// API: probes, volumes, resource limits, in-place resize.
 func TestRealNode_PodFeatures(t *testing.T) {
 	requireNodeHost(t)
 	// Pods sync every 3 s, so updated configMaps and secrets reach their
@@ -258,4 +258,6 @@ spec:
 			t.Errorf("describe node does not show pod vol's cpu request:\n%s", d)
 		}
 	})
+
+	t.Run("resize", func(t *testing.T) { testInPlaceResize(t, s) })
 }

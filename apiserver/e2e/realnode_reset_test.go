@@ -130,7 +130,7 @@ func testReset(t *testing.T, containerdUp bool) {
 	// If the test stops early, reset is what cleans up (then the mounts,
 	// so that the temporary directory goes).
 	resetDone := false
-	t.Cleanup(func() { unmountUnder(t, dataDir) })
+	t.Cleanup(func() { cleanUpNode(t, dataDir) })
 	t.Cleanup(func() {
 		if !resetDone {
 			out, err := resetCommand(ns, dataDir, "--purge").CombinedOutput()
@@ -155,7 +155,10 @@ func testReset(t *testing.T, containerdUp bool) {
 		return strings.Contains(inNs("ip", "route"), "10.42.250.0/24 via "+lab.subnet+".250") &&
 			strings.Contains(rules, clusterIP) && strings.Contains(rules, "CNI-HOSTPORT-DNAT")
 	})
-	tokens := nodeTokens(t, ns, dataDir, inNs("ip", "-d", "link"))
+	// The kubelet's cgroups, its pods' and QoS classes', are under a root
+	// of the node's.
+	cgroupRoot := nodeCgroupRoot(dataDir)
+	tokens := append(nodeTokens(t, ns, dataDir, inNs("ip", "-d", "link")), strings.TrimPrefix(cgroupRoot, "/"))
 	nftMode := strings.Contains(inNs("nft", "list", "tables"), "kube-proxy") // kube-proxy's mode here
 
 	// Reset refuses while the server runs, in one line, and removes
@@ -197,6 +200,7 @@ func testReset(t *testing.T, containerdUp bool) {
 		"removed iptables chain nat CNI-HOSTPORT-DNAT\n",
 		"removed iptables chain filter KUBE-FIREWALL\n",
 		"removed directory " + dataDir + "\n",
+		"removed cgroup " + cgroupRoot + "\n",
 	}
 	if containerdUp {
 		want = append(want, "removed pod sandbox default/vol (", "stopped process containerd (pid ")

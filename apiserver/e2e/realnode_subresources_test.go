@@ -17,10 +17,7 @@ import (
 // HTTP server over the pod network and nodes/proxy to the kubelet (with
 // each kubectl's get --raw), a log read over a websocket as the
 // conformance suite reads it, and kubectl debug's ephemeral container run
-// by the kubelet. (No pods/resize here: this node runs without pod
-// cgroups, cgroupsPerQOS false, where the 1.34 kubelet's in-place resize
-// panics in the pod's worker, reading the pod cgroup's CPU quota, and the
-// pod can no longer be deleted; TestPods_Resize covers the API.)
+// by the kubelet. (pods/resize is TestRealNode_PodFeatures'.)
 func TestRealNode_Subresources(t *testing.T) {
 	requireNodeHost(t)
 	s := startNodeServer(t, filepath.Join(t.TempDir(), "data"), "e2e-sub")

@@ -3,8 +3,10 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"os"
@@ -23,6 +25,7 @@ import (
 
 	"github.com/sqlkube/sqlkube/node/containerd"
 	"github.com/sqlkube/sqlkube/node/images"
+	"github.com/sqlkube/sqlkube/node/kubelet"
 	"github.com/sqlkube/sqlkube/node/mounts"
 	"github.com/sqlkube/sqlkube/node/podnet"
 )
@@ -119,7 +122,7 @@ func startNodeServerIn(t *testing.T, workDir, dataDir, node string, args ...stri
 	if !filepath.IsAbs(abs) {
 		abs = filepath.Join(workDir, dataDir)
 	}
-	t.Cleanup(func() { unmountUnder(t, abs) }) // runs after the server stops
+	t.Cleanup(func() { cleanUpNode(t, abs) }) // runs after the server stops
 	podCIDR := ""
 	t.Cleanup(func() { removeHostPodNetwork(t, podCIDR) }) // after the server stops too
 	// These nodes share the host's network namespace, where a kube-proxy
@@ -205,13 +208,60 @@ func (s *server) removeAllPods(t *testing.T) {
 	}
 }
 
-// unmountUnder detaches every mount under dir (the kubelet bind-mounts its
-// root directory onto itself), deepest first, so the test's temporary
-// directory can be removed.
-func unmountUnder(t *testing.T, dir string) {
+// cleanUpNode removes what a stopped node whose data directory is dataDir
+// leaves on the host and sqlkube reset would remove: the mounts under
+// dataDir (the kubelet bind-mounts its root directory onto itself),
+// deepest first, so the test's temporary directory can be removed, and
+// its kubelet's cgroups, which no process may still be in.
+func cleanUpNode(t *testing.T, dataDir string) {
 	t.Helper()
-	if err := mounts.DetachUnder(dir); err != nil {
+	if err := mounts.DetachUnder(dataDir); err != nil {
 		t.Error(err)
+	}
+	removeNodeCgroups(t, dataDir)
+}
+
+// nodeCgroupRoot is the cgroup root of the kubelet of the node whose data
+// directory is dataDir.
+func nodeCgroupRoot(dataDir string) string { return kubelet.CgroupRoot(filepath.Join(dataDir, "node")) }
+
+// removeNodeCgroups removes the kubelet's cgroup root of the node whose
+// data directory is dataDir from every hierarchy, deepest first, and
+// their parent once no other node's root is in it. A cgroup that holds
+// a process (which reset would kill) fails the test.
+func removeNodeCgroups(t *testing.T, dataDir string) {
+	t.Helper()
+	mi, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := nodeCgroupRoot(dataDir)
+	for _, mnt := range cgroupRootsOf(string(mi)) {
+		top := filepath.Join(mnt, root)
+		var dirs []string // parents before their children
+		_ = filepath.WalkDir(top, func(p string, d fs.DirEntry, err error) error {
+			if err == nil && d.IsDir() {
+				dirs = append(dirs, p)
+			}
+			return nil
+		})
+		for i := len(dirs) - 1; i >= 0; i-- {
+			// A cgroup is busy until its last process is reaped.
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				err := syscall.Rmdir(dirs[i])
+				if err == nil || errors.Is(err, fs.ErrNotExist) {
+					break
+				}
+				if !errors.Is(err, syscall.EBUSY) || time.Now().After(deadline) {
+					procs, _ := os.ReadFile(filepath.Join(dirs[i], "cgroup.procs"))
+					t.Errorf("cgroup %s is left behind: %v (processes: %q)", dirs[i], err, strings.Fields(string(procs)))
+					break
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+		}
+		_ = syscall.Rmdir(filepath.Dir(top)) // another node's root may be there
 	}
 }
 

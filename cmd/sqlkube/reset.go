@@ -27,10 +27,10 @@ func newResetCommand(lf *logFlags) *cobra.Command {
 		Long: `reset removes from this host what the node of ` + "`sqlkube server`" + ` or ` + "`sqlkube node`" + ` on
 --data-dir left once it stopped: its containers and their shims (through its
 containerd when that still answers), the mounts under the data directory
-(kubelet, volumes, container root filesystems), the containers' cgroups,
-its pod network (bridge, veths, the pods' network namespaces, routes to
-other nodes' pods, the masquerade chain, host-port rules, CNI state), the
-kubelet's iptables chains and kube-proxy's rules of every mode (as
+(kubelet, volumes, container root filesystems), the containers' cgroups
+and the kubelet's (its root under /sqlkube), its pod network (bridge,
+veths, the pods' network namespaces, routes to other nodes' pods, the
+masquerade chain, host-port rules, CNI state), the kubelet's iptables chains and kube-proxy's rules of every mode (as
 ` + "`kube-proxy --cleanup`" + ` does, whoever wrote them). With --purge it then deletes
 the data directory (the cluster's database too, for a server).
 
@@ -57,7 +57,7 @@ line for each thing it removes.`,
 			rt, _ := containerd.Find(runtimeDirs()...) // without runc, reset does what it can
 			sum, err := reset.Run(cmd.Context(), reset.Options{
 				DataDir: dir, ContainerdDir: containerdDirOf(dir), PodLogsDir: kubelet.PodLogsDir(nodeDir), Runc: rt.Runc,
-				CNIConfDir: cniConfDir(nodeDir), IPAMDir: cniIPAMDir(nodeDir),
+				CNIConfDir: cniConfDir(nodeDir), IPAMDir: cniIPAMDir(nodeDir), CgroupRoot: kubelet.CgroupRoot(nodeDir),
 				Children:        []string{newKubeletCommand(lf).Name(), newKubeProxyCommand(lf).Name()},
 				DefaultDataDirs: defaultDataDirs, Purge: purge, Out: out,
 			})

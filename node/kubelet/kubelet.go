@@ -1,10 +1,10 @@
 // Package kubelet runs Kubernetes' own kubelet (k8s.io/kubernetes/cmd/kubelet/app)
 // inside sqlkube, over a CRI runtime (the containerd of package
 // node/containerd, or one the user names), configured as a node on this
-// host needs it: cgroupfs without per-QoS cgroups, x509 client
-// certificates and webhook authorization towards the API server, and
-// every directory it owns under the node's data directory where the
-// kubelet lets us choose.
+// host needs it: cgroupfs with the per-QoS hierarchy under a cgroup of
+// the node's own (CgroupRoot), x509 client certificates and webhook
+// authorization towards the API server, and every directory it owns under
+// the node's data directory where the kubelet lets us choose.
 //
 // It runs in a child process (Run), not in the node agent's: the kubelet
 // ends its process on some failures (os.Exit when cAdvisor, the container
@@ -31,7 +31,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/opencontainers/cgroups"
 	"github.com/rs/zerolog"
 	"github.com/spf13/pflag"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -172,11 +171,16 @@ func server(o Options, flagOut io.Writer) (*options.KubeletServer, error) {
 	kc.Authorization.Mode = kubeletconfig.KubeletAuthorizationModeWebhook
 	kc.Authorization.Webhook.CacheAuthorizedTTL = metav1.Duration{Duration: 5 * time.Minute}
 	kc.Authorization.Webhook.CacheUnauthorizedTTL = metav1.Duration{Duration: 30 * time.Second}
-	// What a host without systemd and with a shared cgroup tree allows:
-	// the cgroupfs driver, no per-QoS hierarchy, no node-allocatable
-	// enforcement, and swap tolerated.
+	// What a host without systemd and with a cgroup tree shared with
+	// other nodes allows: the cgroupfs driver, the kubelet's per-QoS
+	// hierarchy with pod cgroups (upstream's default: the kubelet sets
+	// pods' limits and resizes pods in place through them; without them
+	// its in-place resize panics in the pod's worker) under a root of
+	// the node's own, no node-allocatable enforcement, and swap
+	// tolerated.
 	kc.CgroupDriver = "cgroupfs"
-	kc.CgroupsPerQOS = false
+	kc.CgroupsPerQOS = true
+	kc.CgroupRoot = CgroupRoot(dir)
 	kc.EnforceNodeAllocatable = []string{}
 	kc.FailSwapOn = false
 	// Since 1.35 the kubelet refuses cgroup v1 hosts by default; it still
@@ -291,10 +295,6 @@ func Run(ctx context.Context, o Options) error {
 	return nil
 }
 
-// cgroupsV2 tells whether the host mounts the cgroup v2 unified hierarchy
-// at /sys/fs/cgroup, as the kubelet's own check does.
-func cgroupsV2() bool { return cgroups.IsCgroup2UnifiedMode() }
-
 // waitPortFree waits up to d for the kubelet's port to be free.
 func waitPortFree(ctx context.Context, address string, port int32, d time.Duration) error {
 	deadline := time.Now().Add(d)
@@ -345,6 +345,12 @@ func RunInProcess(ctx context.Context, o Options) error {
 	}
 	if err := utilfeature.DefaultMutableFeatureGate.SetFromMap(s.FeatureGates); err != nil {
 		return fmt.Errorf("kubelet feature gates: %w", err)
+	}
+	// The kubelet creates the cgroups below its root, never the root.
+	if s.CgroupsPerQOS && s.CgroupDriver == "cgroupfs" {
+		if err := ensureCgroupRoot(s.CgroupRoot); err != nil {
+			return err
+		}
 	}
 	deps, err := app.UnsecuredDependencies(ctx, s, utilfeature.DefaultFeatureGate)
 	if err != nil {

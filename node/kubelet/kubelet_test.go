@@ -34,8 +34,8 @@ func TestServer_Configuration(t *testing.T) {
 	if c.Port != 12345 || c.ReadOnlyPort != 0 || c.HealthzPort != 0 || c.ContainerRuntimeEndpoint != "unix:///run/c.sock" {
 		t.Errorf("ports/endpoint: %d %d %d %s", c.Port, c.ReadOnlyPort, c.HealthzPort, c.ContainerRuntimeEndpoint)
 	}
-	if c.CgroupDriver != "cgroupfs" || c.CgroupsPerQOS || len(c.EnforceNodeAllocatable) != 0 || c.FailSwapOn {
-		t.Errorf("cgroups: %s %v %v %v", c.CgroupDriver, c.CgroupsPerQOS, c.EnforceNodeAllocatable, c.FailSwapOn)
+	if c.CgroupDriver != "cgroupfs" || !c.CgroupsPerQOS || c.CgroupRoot != CgroupRoot(dir) || len(c.EnforceNodeAllocatable) != 0 || c.FailSwapOn {
+		t.Errorf("cgroups: %s %v %s %v %v", c.CgroupDriver, c.CgroupsPerQOS, c.CgroupRoot, c.EnforceNodeAllocatable, c.FailSwapOn)
 	}
 	if c.Authentication.Anonymous.Enabled || !c.Authentication.Webhook.Enabled || c.Authentication.X509.ClientCAFile != "/ca.crt" || c.Authorization.Mode != "Webhook" {
 		t.Errorf("authn/authz: %+v %+v", c.Authentication, c.Authorization)
@@ -48,6 +48,30 @@ func TestServer_Configuration(t *testing.T) {
 	}
 	if !strings.HasPrefix(s.RootDirectory, dir) || !strings.HasPrefix(c.PodLogsDir, dir) || !strings.HasPrefix(c.StaticPodPath, dir) {
 		t.Errorf("directories outside the node's: %s %s %s", s.RootDirectory, c.PodLogsDir, c.StaticPodPath)
+	}
+}
+
+// TestCgroupRoot: a node's cgroup root is its own, the same however its
+// directory is named, and under /sqlkube.
+func TestCgroupRoot(t *testing.T) {
+	a, b := t.TempDir(), t.TempDir()
+	link := filepath.Join(t.TempDir(), "link")
+	if err := os.Symlink(a, link); err != nil {
+		t.Fatal(err)
+	}
+	got := CgroupRoot(a)
+	if !strings.HasPrefix(got, "/sqlkube/") || strings.Count(got, "/") != 2 {
+		t.Errorf("CgroupRoot(%s) = %q, want /sqlkube/NAME", a, got)
+	}
+	if other := CgroupRoot(b); other == got {
+		t.Errorf("two nodes' directories share the cgroup root %s", got)
+	}
+	if via := CgroupRoot(link); via != got {
+		t.Errorf("through a symbolic link the cgroup root is %s, want %s", via, got)
+	}
+	t.Chdir(filepath.Dir(a))
+	if r := CgroupRoot(filepath.Base(a)); r != got {
+		t.Errorf("from a relative path the cgroup root is %s, want %s", r, got)
 	}
 }
 

@@ -1,10 +1,11 @@
 // Package reset removes from a host what a sqlkube node (the one `sqlkube
 // server` runs for its host, or `sqlkube node`'s) leaves on it once it has
 // stopped: its containers and their shims, the mounts under its data
-// directory, its containers' cgroups, its pod network (bridge, veths,
-// the pods' network namespaces, routes to other nodes' pods, the
-// masquerade chain, host-port rules, CNI state) and the kubelet's and
-// kube-proxy's rules, and, when asked, the data directory itself.
+// directory, its containers' and its kubelet's cgroups, its pod network
+// (bridge, veths, the pods' network namespaces, routes to other nodes'
+// pods, the masquerade chain, host-port rules, CNI state) and the
+// kubelet's and kube-proxy's rules, and, when asked, the data directory
+// itself.
 //
 // Everything it removes is found from the data directory, never by a
 // name another runtime could share: containers from containerd's bundles
@@ -57,6 +58,10 @@ type Options struct {
 	// CNIConfDir and IPAMDir are its pod network's configuration and IP
 	// lease directories (node/podnet's Options).
 	CNIConfDir, IPAMDir string
+	// CgroupRoot is the kubelet's cgroup root (node/kubelet's
+	// CgroupRoot), removed with everything below it in every hierarchy
+	// (what still runs there killed); "" for none.
+	CgroupRoot string
 	// Runc is the runc that deletes what is left of containers (default:
 	// the runc on PATH); sqlkube's is the one its node runs (the one
 	// beside sqlkube, node/containerd.Find).
@@ -271,6 +276,15 @@ func (r *report) stopContainers(ctx context.Context, o Options, socket string, t
 		}
 		if found {
 			r.add("removed", "container", t.String())
+		}
+	}
+	// The kubelet's cgroups: its root, the QoS classes' and the pods'
+	// cgroups below it, which outlive the containers.
+	if o.CgroupRoot != "" {
+		ok, err := removeCgroup(ctx, roots, o.CgroupRoot)
+		errs = append(errs, err)
+		if ok {
+			r.add("removed", "cgroup", o.CgroupRoot)
 		}
 	}
 
