@@ -23,6 +23,8 @@
 #   PROCS    parallel ginkgo processes (default 4)
 #   FOCUS    ginkgo focus regexp (default \[Conformance\])
 #   KEEP=1   leave the cluster running at the end (for debugging)
+#   ALPINE_MINIROOTFS  Alpine's minirootfs release tarball, for kitten
+#            (images/README.md: without it the image-volume test fails)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"

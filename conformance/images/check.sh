@@ -231,7 +231,7 @@ check_image() {
 	kitten | nautilus)
 		expect "$name: has /$name.jpg and /data.json" "ok" run "$d" /bin/sh -c "test -s /$name.jpg && test -s /data.json && echo ok"
 		if [ "$name" = kitten ] && ! grep -q "Alpine Linux" "$d/etc/os-release"; then
-			gap "kitten: /etc/os-release does not say \"Alpine Linux\", which the image-volume test (common/node/image_volume.go) looks for"
+			gap "kitten: /etc/os-release does not say \"Alpine Linux\", which the image-volume test (common/node/image_volume.go) looks for; build it with Alpine's minirootfs (ALPINE_MINIROOTFS, README.md)"
 		fi ;;
 	nginx | nginx-new) serves "$d" "$name" "nginx -g 'daemon off;'" "Welcome to nginx!" ;;
 	glibc-dns-testing)

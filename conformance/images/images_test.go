@@ -5,7 +5,9 @@
 package images
 
 import (
+	"os"
 	"os/exec"
+	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -92,10 +94,25 @@ for image in "$@"; do
 	[ "$rootfs" = - ] || need "rootfs/$rootfs"
 done
 need bin/ociarchive
+echo "kitten from $deps_rootfs_kitten"
 exit $missing
 `
-	out, err := exec.Command("bash", append([]string{"-c", script, "recipes"}, images...)...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("%v\n%s", err, out)
+	// Both ways kitten can be made: with Alpine's minirootfs given (a
+	// file is enough: nothing is built here) and without one.
+	dir := t.TempDir()
+	alpine := filepath.Join(dir, "alpine-minirootfs.tar.gz")
+	if err := os.WriteFile(alpine, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, given := range []string{"", alpine} {
+		cmd := exec.Command("bash", append([]string{"-c", script, "recipes"}, images...)...)
+		cmd.Env = append(os.Environ(), "CONFORMANCE_CACHE="+dir, "ALPINE_MINIROOTFS="+given)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("ALPINE_MINIROOTFS=%q: %v\n%s", given, err, out)
+		}
+		if given != "" && !strings.Contains(string(out), "kitten from rootfs/alpine-agnhost") {
+			t.Fatalf("ALPINE_MINIROOTFS=%q: kitten is not made from Alpine's minirootfs:\n%s", given, out)
+		}
 	}
 }

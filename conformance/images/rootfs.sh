@@ -195,19 +195,63 @@ h_agnhost_registry() {
 	done <"$2"
 }
 
+# alpine_rootfs: Alpine's minirootfs release tarball (as Alpine publishes
+# it for x86_64 and its docker-alpine repository carries it), named by
+# ALPINE_MINIROOTFS or found as $CONFORMANCE_CACHE/alpine-minirootfs-x86_64.tar.gz.
+# Known good: alpine-minirootfs-3.20.3-x86_64.tar.gz, sha256
+# d4e6fd67dcf75e40c451560ac7265166c2b72a0f38ddc9aae756a7de3d1efa0c.
+alpine_rootfs=${ALPINE_MINIROOTFS:-${CONFORMANCE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/sqlkube-conformance}/alpine-minirootfs-x86_64.tar.gz}
+[ -f "$alpine_rootfs" ] || alpine_rootfs=
+
 # kitten, nautilus: agnhost with a picture and data.json, serving them
 # (upstream's 1.8 are on agnhost 2.57; ours on our agnhost). The
 # image-volume test mounts kitten as a volume and looks for "Alpine Linux"
-# in its /etc/os-release, which ours, being Debian, does not have.
+# in its /etc/os-release. No Alpine mirror is reachable from here, so that
+# needs Alpine's own minirootfs release, which the build cannot download:
+# given one (alpine_rootfs below), kitten is Alpine with agnhost; without
+# it, kitten is our Debian agnhost and check.sh reports the gap.
 deps_rootfs_kitten="rootfs/agnhost"
+[ -z "$alpine_rootfs" ] || deps_rootfs_kitten="rootfs/alpine-agnhost"
 inputs_rootfs_kitten() { sha256sum "$kube_src"/test/images/kitten/html/*; }
-build_rootfs_kitten() { h_agnhost_with_html kitten "$1"; }
+build_rootfs_kitten() {
+	if [ -n "$alpine_rootfs" ]; then
+		h_with_html kitten "$cache/rootfs/alpine-agnhost" "$1"
+	else
+		h_with_html kitten "$cache/rootfs/agnhost" "$1"
+	fi
+}
 deps_rootfs_nautilus="rootfs/agnhost"
 inputs_rootfs_nautilus() { sha256sum "$kube_src"/test/images/nautilus/html/*; }
-build_rootfs_nautilus() { h_agnhost_with_html nautilus "$1"; }
-h_agnhost_with_html() {
-	cp -a "$cache/rootfs/agnhost" "$2"
-	install -m 644 "$kube_src/test/images/$1/html/$1.jpg" "$kube_src/test/images/$1/html/data.json" "$2/"
+build_rootfs_nautilus() { h_with_html nautilus "$cache/rootfs/agnhost" "$1"; }
+h_with_html() {
+	cp -a "$2" "$3"
+	install -m 644 "$kube_src/test/images/$1/html/$1.jpg" "$kube_src/test/images/$1/html/data.json" "$3/"
+}
+
+# alpine-agnhost: Alpine's minirootfs (its busybox gives sh, wget, nc and
+# the rest) with our agnhost and what upstream's Dockerfile adds around
+# it, less the packages it installs with apk (bind-tools, curl,
+# netcat-openbsd, iproute2, iperf, bash, ...), which need Alpine's mirror.
+# Only kitten is made from it: the suite mounts kitten as a volume and
+# never runs it.
+deps_rootfs_alpine_agnhost="bin/agnhost bin/coredns"
+inputs_rootfs_alpine_agnhost() {
+	sha256sum "$alpine_rootfs" | cut -d' ' -f1
+	sha256sum "$kube_src"/test/images/agnhost/porter/localhost.*
+}
+build_rootfs_alpine_agnhost() {
+	local d=$1
+	mkdir -p "$d"
+	tar -xzf "$alpine_rootfs" -C "$d"
+	grep -q '^ID=alpine$' "$d/etc/os-release" || { echo "$alpine_rootfs is not Alpine's minirootfs"; return 1; }
+	install -m 755 "$cache/bin/agnhost" "$d/agnhost"
+	ln -s agnhost "$d/agnhost-2"
+	install -m 755 "$cache/bin/coredns" "$d/coredns"
+	install -m 644 "$kube_src"/test/images/agnhost/porter/localhost.{crt,key} "$d/"
+	install -d -m 755 "$d/uploads"
+	printf '%s\n' 'user-defined-in-image:x:1000:' 'group-defined-in-image:x:50000:user-defined-in-image' >>"$d/etc/group"
+	echo 'user-defined-in-image:x:1000:1000::/home/user-defined-in-image:/bin/sh' >>"$d/etc/passwd"
+	install -d -m 755 -o 1000 -g 1000 "$d/home/user-defined-in-image"
 }
 config_kitten() { flags+=(-entrypoint '["/agnhost"]' -cmd '["test-webserver"]' -env "$default_path"); }
 config_nautilus() { config_kitten; }
