@@ -1,14 +1,12 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os/exec"
 	"regexp"
 	"sort"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -20,6 +18,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
+
+	"github.com/sqlkube/sqlkube/internal/testlog"
 )
 
 // schedWait bounds every wait of the scheduler tests.
@@ -30,34 +30,16 @@ const schedWait = 60 * time.Second
 type proc struct {
 	name string
 	cmd  *exec.Cmd
-	out  *syncBuffer
+	out  *testlog.Buffer
 	done chan error
 	err  error
-}
-
-// syncBuffer is a buffer one goroutine writes while others read it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // startProc starts `sqlkube ARGS... --log-format json`; it is stopped with
 // SIGTERM when t ends unless it has already exited.
 func startProc(t *testing.T, args ...string) *proc {
 	t.Helper()
-	p := &proc{name: strings.Join(args[:1], " "), out: &syncBuffer{}, done: make(chan error, 1)}
+	p := &proc{name: strings.Join(args[:1], " "), out: &testlog.Buffer{}, done: make(chan error, 1)}
 	p.cmd = exec.Command(sqlkubeBin, append(args, "--log-format", "json")...)
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	if err := p.cmd.Start(); err != nil {

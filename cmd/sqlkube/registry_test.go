@@ -1,38 +1,19 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/rs/zerolog"
 
+	"github.com/sqlkube/sqlkube/internal/testlog"
 	"github.com/sqlkube/sqlkube/node/images"
 )
-
-// syncBuffer is a bytes.Buffer safe for a logger and a test at once.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // TestServeRegistry: `sqlkube registry serve` serves an archive on a free
 // port, logs each request with the mirror's ns and the status, and stops
@@ -47,7 +28,7 @@ func TestServeRegistry(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.Close()
-	var logs syncBuffer
+	var logs testlog.Buffer
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	addrs := make(chan string, 1)

@@ -1,13 +1,11 @@
 package panics_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
 	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,31 +18,14 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/sqlkube/sqlkube/internal/panics"
+	"github.com/sqlkube/sqlkube/internal/testlog"
 )
-
-// syncBuffer is a log destination read while goroutines write to it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // contain runs panics.Contain for one test, logging to the returned
 // buffer (JSON lines).
-func contain(t *testing.T) *syncBuffer {
+func contain(t *testing.T) *testlog.Buffer {
 	t.Helper()
-	out := &syncBuffer{}
+	out := &testlog.Buffer{}
 	t.Cleanup(panics.Contain(zerolog.New(out)))
 	return out
 }

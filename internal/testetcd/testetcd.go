@@ -4,19 +4,19 @@
 package testetcd
 
 import (
-	"bytes"
 	"context"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+
+	"github.com/sqlkube/sqlkube/internal/testlog"
 )
 
 // Start runs etcd on loopback ports the OS picks, with its data in a
@@ -37,7 +37,7 @@ func Start(t testing.TB, timeout time.Duration) string {
 	}
 	dir := t.TempDir()
 	client, peer := freeAddr(t), freeAddr(t)
-	var log lockedBuffer
+	var log testlog.Buffer
 	cmd := exec.Command(bin, "--name", "default", "--data-dir", filepath.Join(dir, "data"),
 		"--listen-client-urls", "http://"+client, "--advertise-client-urls", "http://"+client,
 		"--listen-peer-urls", "http://"+peer, "--initial-advertise-peer-urls", "http://"+peer,
@@ -87,22 +87,4 @@ func freeAddr(t testing.TB) string {
 func lastLines(s string, n int) string {
 	lines := strings.Split(s, "\n")
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
-}
-
-// lockedBuffer is etcd's output, written from two pipes' goroutines.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
