@@ -39,7 +39,25 @@ func CreateNodes(ctx context.Context, cs kubernetes.Interface, n int) error {
 				Phase: corev1.NodeRunning,
 			},
 		}
-		_, err := cs.CoreV1().Nodes().Create(ctx, nd, metav1.CreateOptions{})
+		created, err := cs.CoreV1().Nodes().Create(ctx, nd, metav1.CreateOptions{})
+		if err != nil {
+			return err
+		}
+		// The API server taints a new node not-ready (the
+		// TaintNodesByCondition admission plugin) until the node
+		// lifecycle controller, which these runs leave out, sees it
+		// Ready: do what it would.
+		var taints []corev1.Taint
+		for _, tt := range created.Spec.Taints {
+			if tt.Key != corev1.TaintNodeNotReady {
+				taints = append(taints, tt)
+			}
+		}
+		if len(taints) == len(created.Spec.Taints) {
+			return nil
+		}
+		created.Spec.Taints = taints
+		_, err = cs.CoreV1().Nodes().Update(ctx, created, metav1.UpdateOptions{})
 		return err
 	})
 }
@@ -91,6 +109,61 @@ func CreatePods(ctx context.Context, cs kubernetes.Interface, n int, o PodOption
 		_, err := cs.CoreV1().Pods(SchedulingNamespace).Create(ctx, p, metav1.CreateOptions{})
 		return err
 	})
+}
+
+// Placement is where a run's pods went: pods per node over every node
+// (those left empty count as 0) and per zone (the nodes' topology zone
+// label).
+type Placement struct {
+	NodesUsed              int
+	MinPerNode, MaxPerNode int
+	MinPerZone, MaxPerZone int
+}
+
+// PlacementOf reads the bound pods of namespace ns and the nodes they may
+// go to (nodes of them, as CreateNodes names them).
+func PlacementOf(ctx context.Context, cs kubernetes.Interface, ns string, nodes int) (Placement, error) {
+	var p Placement
+	list, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return p, err
+	}
+	perNode := make(map[string]int, nodes)
+	perZone := map[string]int{}
+	for i := range nodes {
+		perNode[fmt.Sprintf("bench-%d", i)] = 0
+		perZone[fmt.Sprintf("zone-%d", i%10)] = 0
+	}
+	for i := range list.Items {
+		n := list.Items[i].Spec.NodeName
+		if n == "" {
+			continue
+		}
+		perNode[n]++
+		var idx int
+		if _, err := fmt.Sscanf(n, "bench-%d", &idx); err == nil {
+			perZone[fmt.Sprintf("zone-%d", idx%10)]++
+		}
+	}
+	p.MinPerNode, p.MinPerZone = -1, -1
+	for _, c := range perNode {
+		if c > 0 {
+			p.NodesUsed++
+		}
+		p.MinPerNode, p.MaxPerNode = minUnset(p.MinPerNode, c), max(p.MaxPerNode, c)
+	}
+	for _, c := range perZone {
+		p.MinPerZone, p.MaxPerZone = minUnset(p.MinPerZone, c), max(p.MaxPerZone, c)
+	}
+	return p, nil
+}
+
+// minUnset is min(a, b), where a of -1 is unset.
+func minUnset(a, b int) int {
+	if a < 0 {
+		return b
+	}
+	return min(a, b)
 }
 
 // parallel runs fn for 0 … n-1 on writers goroutines; the first error

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -16,7 +17,9 @@ import (
 
 // RaisedQPS are the client flags that take the client-side rate limit out
 // of the way (sqlkube server gives its in-process scheduler the same).
-var RaisedQPS = []string{"--kube-api-qps=5000", "--kube-api-burst=10000"}
+var RaisedQPS = []string{"--kube-api-qps=" + strconv.Itoa(raisedQPS), "--kube-api-burst=" + strconv.Itoa(raisedBurst)}
+
+const raisedQPS, raisedBurst = 5000, 10000
 
 // Setup names the binaries a run uses.
 type Setup struct {
@@ -116,6 +119,12 @@ type SchedulingOptions struct {
 	// Timeout bounds the wait for every pod to be bound (the result is
 	// then of the pods bound by then).
 	Timeout time.Duration
+	// NoDefaultSpread runs every variant with a configuration whose
+	// PodTopologySpread has defaultingType List and no
+	// defaultConstraints: pods get no system default spreading, and
+	// the scheduler may place them in batches (opportunistic batching
+	// leaves pods with default constraints out).
+	NoDefaultSpread bool
 	// OnStart and OnStop run around the scheduler (a CPU profile).
 	OnStart, OnStop func()
 }
@@ -126,6 +135,8 @@ type SchedulingResult struct {
 	Bound int
 	// Setup is how long creating the nodes and pods took.
 	Setup time.Duration
+	// Placement is where the bound pods went.
+	Placement Placement
 }
 
 // RunSchedulingVariant starts sqlkube server with only the API
@@ -168,19 +179,32 @@ func (s Setup) RunSchedulingVariant(ctx context.Context, variant string, o Sched
 	if o.OnStart != nil {
 		o.OnStart()
 	}
+	var args []string // the scheduler's flags beyond the kubeconfig's
+	if variant != "kube-scheduler" {
+		args = RaisedQPS
+	}
+	if o.NoDefaultSpread {
+		// With --config a scheduler takes its client settings from the
+		// file, not from the flags.
+		qps, burst := 50, 100
+		if variant != "kube-scheduler" {
+			qps, burst = raisedQPS, raisedBurst
+		}
+		path := filepath.Join(srv.DataDir, "scheduler-no-default-spread.yaml")
+		if err := os.WriteFile(path, []byte(noDefaultSpreadConfig(srv.Kubeconfig, qps, burst)), 0o600); err != nil {
+			return r, err
+		}
+		args = []string{"--config", path}
+	}
 	switch variant {
 	case "sqlkube":
 		done := make(chan error, 1)
-		if err := startSqlkubeScheduler(runCtx, srv.Kubeconfig, done); err != nil {
+		if err := startSqlkubeScheduler(runCtx, srv.Kubeconfig, args, done); err != nil {
 			return r, err
 		}
 		defer func() { cancel(); <-done }()
 	default:
-		var extra []string
-		if variant == "kube-scheduler-qps" {
-			extra = RaisedQPS
-		}
-		p, err := srv.Upstream(s.KubeBinDir, "kube-scheduler", extra...)
+		p, err := srv.Upstream(s.KubeBinDir, "kube-scheduler", args...)
 		if err != nil {
 			return r, err
 		}
@@ -192,14 +216,37 @@ func (s Setup) RunSchedulingVariant(ctx context.Context, variant string, o Sched
 	if o.OnStop != nil {
 		o.OnStop()
 	}
-	return r, nil
+	r.Placement, err = PlacementOf(ctx, cs, SchedulingNamespace, o.Nodes)
+	return r, err
+}
+
+// noDefaultSpreadConfig is a KubeSchedulerConfiguration with the client
+// settings the flags would give and PodTopologySpread without system
+// default constraints.
+func noDefaultSpreadConfig(kubeconfig string, qps, burst int) string {
+	return fmt.Sprintf(`apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+clientConnection:
+  kubeconfig: %q
+  qps: %d
+  burst: %d
+leaderElection:
+  leaderElect: false
+profiles:
+- schedulerName: default-scheduler
+  pluginConfig:
+  - name: PodTopologySpread
+    args:
+      defaultingType: List
+      defaultConstraints: []
+`, kubeconfig, qps, burst)
 }
 
 // startSqlkubeScheduler runs sqlkube's scheduler package in this process
 // until ctx ends; done receives its result.
-func startSqlkubeScheduler(ctx context.Context, kubeconfig string, done chan<- error) error {
+func startSqlkubeScheduler(ctx context.Context, kubeconfig string, args []string, done chan<- error) error {
 	o := scheduler.NewOptions()
-	if err := o.Parse(append([]string{"--kubeconfig", kubeconfig, "--leader-elect=false"}, RaisedQPS...)); err != nil {
+	if err := o.Parse(append([]string{"--kubeconfig", kubeconfig, "--leader-elect=false"}, args...)); err != nil {
 		return err
 	}
 	sc, err := o.Config()

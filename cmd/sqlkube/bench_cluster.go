@@ -147,6 +147,9 @@ kube-scheduler-qps (QPS 5000 / burst 10000).`,
 			if o.Shape.AntiAffinityGroups > 0 {
 				shape = fmt.Sprintf("required pod anti-affinity on the hostname, %d groups", o.Shape.AntiAffinityGroups)
 			}
+			if o.NoDefaultSpread {
+				shape += "; PodTopologySpread defaultingType List, no defaultConstraints"
+			}
 			fmt.Fprintf(out, "scheduling %d pods on %d nodes (%s); load average %s\n", o.Pods, o.Nodes, shape, loadAverage())
 			results := map[string][]cluster.SchedulingResult{}
 			profiled := cpuProfile == ""
@@ -191,12 +194,15 @@ kube-scheduler-qps (QPS 5000 / burst 10000).`,
 	fl.IntVar(&o.Shape.AntiAffinityGroups, "anti-affinity-groups", 0, "give every pod a required anti-affinity to its group (pod i is in group i mod N) on the hostname (0: none)")
 	fl.DurationVar(&o.Timeout, "timeout", 3*time.Minute, "limit of the wait for every pod to be bound (then the bound pods are reported)")
 	fl.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of this process during the first sqlkube variant's scheduling")
+	fl.BoolVar(&o.NoDefaultSpread, "no-default-spread", false, "run every scheduler with a --config whose PodTopologySpread has defaultingType List and no defaultConstraints (no system default spreading; such pods may be scheduled in batches)")
 	return cmd
 }
 
 func printScheduling(out io.Writer, label, v string, r cluster.SchedulingResult) {
-	fmt.Fprintf(out, "%s\t%s\tbound %d in %v (first bind at %v)\tavg %.0f pods/s\tp50/p90/p99 %.0f/%.0f/%.0f pods/s",
-		label, v, r.Bound, r.Total.Round(time.Millisecond), r.First.Round(time.Millisecond), r.Average, r.P50, r.P90, r.P99)
+	pl := r.Placement
+	fmt.Fprintf(out, "%s\t%s\tbound %d in %v (first bind at %v)\tavg %.0f pods/s\tp50/p90/p99 %.0f/%.0f/%.0f pods/s\tpods per node %d-%d on %d nodes, per zone %d-%d",
+		label, v, r.Bound, r.Total.Round(time.Millisecond), r.First.Round(time.Millisecond), r.Average, r.P50, r.P90, r.P99,
+		pl.MinPerNode, pl.MaxPerNode, pl.NodesUsed, pl.MinPerZone, pl.MaxPerZone)
 }
 
 func newBenchIdleCommand(lf *logFlags) *cobra.Command {
