@@ -70,6 +70,12 @@ func (s Setup) RunNode(ctx context.Context, pods, workers int, rate float64, idl
 	}
 	defer func() {
 		if !s.Keep {
+			// The node's bridge, rules and cgroups stay on the host
+			// when it stops (its containers would too): remove them as
+			// a user does. The server has stopped by now.
+			if out, err := exec.Command(s.Sqlkube, "reset", "--data-dir", filepath.Join(dir, "data"), "--purge").CombinedOutput(); err != nil {
+				fmt.Fprintf(os.Stderr, "bench node: sqlkube reset: %v\n%s", err, out)
+			}
 			_ = mounts.DetachUnder(dir)
 			os.RemoveAll(dir)
 		}
