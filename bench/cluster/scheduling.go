@@ -23,14 +23,14 @@ const writers = 16
 // of 10 and with its hostname label.
 func CreateNodes(ctx context.Context, cs kubernetes.Interface, n int) error {
 	return parallel(ctx, n, func(ctx context.Context, i int) error {
-		name := fmt.Sprintf("bench-%d", i)
+		name, zone := benchNode(i)
 		res := corev1.ResourceList{
 			corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("32Gi"),
 			corev1.ResourcePods: resource.MustParse("110"),
 		}
 		nd := &corev1.Node{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
-				corev1.LabelHostname: name, corev1.LabelTopologyZone: fmt.Sprintf("zone-%d", i%10),
+				corev1.LabelHostname: name, corev1.LabelTopologyZone: zone,
 			}},
 			Status: corev1.NodeStatus{
 				Capacity: res, Allocatable: res,
@@ -60,6 +60,11 @@ func CreateNodes(ctx context.Context, cs kubernetes.Interface, n int) error {
 		_, err = cs.CoreV1().Nodes().Update(ctx, created, metav1.UpdateOptions{})
 		return err
 	})
+}
+
+// benchNode is the name and zone of CreateNodes' node i.
+func benchNode(i int) (name, zone string) {
+	return fmt.Sprintf("bench-%d", i), fmt.Sprintf("zone-%d", i%10)
 }
 
 // PodOptions shape the pods of CreatePods.
@@ -130,19 +135,15 @@ func PlacementOf(ctx context.Context, cs kubernetes.Interface, ns string, nodes 
 	}
 	perNode := make(map[string]int, nodes)
 	perZone := map[string]int{}
+	zoneOf := make(map[string]string, nodes)
 	for i := range nodes {
-		perNode[fmt.Sprintf("bench-%d", i)] = 0
-		perZone[fmt.Sprintf("zone-%d", i%10)] = 0
+		name, zone := benchNode(i)
+		perNode[name], perZone[zone], zoneOf[name] = 0, 0, zone
 	}
 	for i := range list.Items {
-		n := list.Items[i].Spec.NodeName
-		if n == "" {
-			continue
-		}
-		perNode[n]++
-		var idx int
-		if _, err := fmt.Sscanf(n, "bench-%d", &idx); err == nil {
-			perZone[fmt.Sprintf("zone-%d", idx%10)]++
+		if n := list.Items[i].Spec.NodeName; n != "" {
+			perNode[n]++
+			perZone[zoneOf[n]]++
 		}
 	}
 	p.MinPerNode, p.MinPerZone = -1, -1

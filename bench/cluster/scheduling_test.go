@@ -21,7 +21,7 @@ import (
 // constraints.
 func TestNoDefaultSpreadConfig(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "config.yaml")
-	if err := os.WriteFile(path, []byte(noDefaultSpreadConfig("/some/kubeconfig", raisedQPS, raisedBurst)), 0o600); err != nil {
+	if err := os.WriteFile(path, []byte(noDefaultSpreadConfig("/some/kubeconfig", true)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	o := scheduler.NewOptions()

@@ -173,28 +173,25 @@ func (s Setup) RunSchedulingVariant(ctx context.Context, variant string, o Sched
 	if err != nil {
 		return r, err
 	}
+	// The scheduler's flags beyond the kubeconfig's. With --config a
+	// scheduler takes its client settings from the file, not the flags.
+	raised := variant != "kube-scheduler"
+	var args []string
+	if raised {
+		args = RaisedQPS
+	}
+	if o.NoDefaultSpread {
+		path := filepath.Join(srv.DataDir, "scheduler-no-default-spread.yaml")
+		if err := os.WriteFile(path, []byte(noDefaultSpreadConfig(srv.Kubeconfig, raised)), 0o600); err != nil {
+			return r, err
+		}
+		args = []string{"--config", path}
+	}
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	start := time.Now()
 	if o.OnStart != nil {
 		o.OnStart()
-	}
-	var args []string // the scheduler's flags beyond the kubeconfig's
-	if variant != "kube-scheduler" {
-		args = RaisedQPS
-	}
-	if o.NoDefaultSpread {
-		// With --config a scheduler takes its client settings from the
-		// file, not from the flags.
-		qps, burst := 50, 100
-		if variant != "kube-scheduler" {
-			qps, burst = raisedQPS, raisedBurst
-		}
-		path := filepath.Join(srv.DataDir, "scheduler-no-default-spread.yaml")
-		if err := os.WriteFile(path, []byte(noDefaultSpreadConfig(srv.Kubeconfig, qps, burst)), 0o600); err != nil {
-			return r, err
-		}
-		args = []string{"--config", path}
 	}
 	switch variant {
 	case "sqlkube":
@@ -221,16 +218,17 @@ func (s Setup) RunSchedulingVariant(ctx context.Context, variant string, o Sched
 }
 
 // noDefaultSpreadConfig is a KubeSchedulerConfiguration with the client
-// settings the flags would give and PodTopologySpread without system
-// default constraints.
-func noDefaultSpreadConfig(kubeconfig string, qps, burst int) string {
-	return fmt.Sprintf(`apiVersion: kubescheduler.config.k8s.io/v1
+// settings the flags would give (RaisedQPS's rate when raised, else the
+// defaults) and PodTopologySpread without system default constraints.
+func noDefaultSpreadConfig(kubeconfig string, raised bool) string {
+	client := fmt.Sprintf("  kubeconfig: %q\n", kubeconfig)
+	if raised {
+		client += fmt.Sprintf("  qps: %d\n  burst: %d\n", raisedQPS, raisedBurst)
+	}
+	return `apiVersion: kubescheduler.config.k8s.io/v1
 kind: KubeSchedulerConfiguration
 clientConnection:
-  kubeconfig: %q
-  qps: %d
-  burst: %d
-leaderElection:
+` + client + `leaderElection:
   leaderElect: false
 profiles:
 - schedulerName: default-scheduler
@@ -239,7 +237,7 @@ profiles:
     args:
       defaultingType: List
       defaultConstraints: []
-`, kubeconfig, qps, burst)
+`
 }
 
 // startSqlkubeScheduler runs sqlkube's scheduler package in this process
