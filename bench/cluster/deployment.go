@@ -19,12 +19,16 @@ type DeploymentResult struct {
 	Running time.Duration
 	// Gone: from its delete (background propagation) to no pod left.
 	Gone time.Duration
+	// ServerCPU is the CPU time the sqlkube server process used from the
+	// create to every replica Running (RunDeploymentVariant only).
+	ServerCPU time.Duration
 }
 
 // RunDeployment waits for nodes Ready nodes, creates a Deployment of
 // replicas pods in namespace default, waits until all of them run, deletes
-// it and waits until every pod is gone.
-func RunDeployment(ctx context.Context, cfg *rest.Config, nodes, replicas int) (DeploymentResult, error) {
+// it and waits until every pod is gone. phase, if not nil, is called with
+// "create" just before the create and "running" once all replicas run.
+func RunDeployment(ctx context.Context, cfg *rest.Config, nodes, replicas int, phase func(string)) (DeploymentResult, error) {
 	var r DeploymentResult
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
@@ -58,6 +62,9 @@ func RunDeployment(ctx context.Context, cfg *rest.Config, nodes, replicas int) (
 	if err := waitServiceAccount(ctx, cs, "default"); err != nil {
 		return r, err
 	}
+	if phase != nil {
+		phase("create")
+	}
 	start := time.Now()
 	if _, err := cs.AppsV1().Deployments("default").Create(ctx, d, metav1.CreateOptions{}); err != nil {
 		return r, err
@@ -67,6 +74,9 @@ func RunDeployment(ctx context.Context, cfg *rest.Config, nodes, replicas int) (
 		return r, fmt.Errorf("cluster: waiting for %d Running pods: %d exist, %d bound, %d Running: %w", replicas, e, b, run, err)
 	}
 	r.Running = time.Since(start)
+	if phase != nil {
+		phase("running")
+	}
 	start = time.Now()
 	bg := metav1.DeletePropagationBackground
 	if err := cs.AppsV1().Deployments("default").Delete(ctx, "bench", metav1.DeleteOptions{PropagationPolicy: &bg}); err != nil {

@@ -2,7 +2,10 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
@@ -15,6 +18,13 @@ type IdleSample struct {
 	Window time.Duration
 	// RSS is its resident set at the window's end, in bytes.
 	RSS int64
+	// RSSAnon and RSSFile split RSS into anonymous and file pages (RunIdle
+	// only).
+	RSSAnon, RSSFile int64
+	// HeapInuse is the server's Go heap in use at the window's end
+	// (go_memstats_heap_inuse_bytes of its /metrics; RunIdle only, 0 if
+	// unread).
+	HeapInuse int64
 }
 
 // RunIdle starts `sqlkube server --fake-nodes nodes` (all controllers),
@@ -59,7 +69,15 @@ func (s Setup) RunIdle(ctx context.Context, nodes int, warmup, window time.Durat
 		if err != nil {
 			return out, err
 		}
-		out = append(out, IdleSample{CPU: after - before, Window: time.Since(t0), RSS: rss})
+		anon, file, err := RSSParts(pid)
+		if err != nil {
+			return out, err
+		}
+		heap, err := heapInuse(ctx, cs)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, IdleSample{CPU: after - before, Window: time.Since(t0), RSS: rss, RSSAnon: anon, RSSFile: file, HeapInuse: heap})
 		before = after
 	}
 	return out, nil
@@ -72,4 +90,19 @@ func sleep(ctx context.Context, d time.Duration) error {
 	case <-time.After(d):
 		return nil
 	}
+}
+
+// heapInuse reads go_memstats_heap_inuse_bytes from the server's /metrics.
+func heapInuse(ctx context.Context, cs kubernetes.Interface) (int64, error) {
+	b, err := cs.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("cluster: reading /metrics: %w", err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "go_memstats_heap_inuse_bytes "); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			return int64(f), err
+		}
+	}
+	return 0, errors.New("cluster: /metrics has no go_memstats_heap_inuse_bytes")
 }

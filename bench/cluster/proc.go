@@ -43,15 +43,31 @@ func CPUTime(pid int) (time.Duration, error) {
 
 // RSS is a process's resident set size in bytes, from /proc/PID/status.
 func RSS(pid int) (int64, error) {
+	return statusBytes(pid, "VmRSS")
+}
+
+// RSSParts splits a process's resident set into its anonymous pages (the
+// heap, stacks) and its file pages (the mapped binary, libraries and
+// files), from /proc/PID/status.
+func RSSParts(pid int) (anon, file int64, err error) {
+	if anon, err = statusBytes(pid, "RssAnon"); err != nil {
+		return 0, 0, err
+	}
+	file, err = statusBytes(pid, "RssFile")
+	return anon, file, err
+}
+
+// statusBytes reads one "Name: N kB" field of /proc/PID/status.
+func statusBytes(pid int, field string) (int64, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0, err
 	}
 	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
 			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
 			return kb * 1024, err
 		}
 	}
-	return 0, fmt.Errorf("cluster: /proc/%d/status: no VmRSS", pid)
+	return 0, fmt.Errorf("cluster: /proc/%d/status: no %s", pid, field)
 }

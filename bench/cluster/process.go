@@ -106,6 +106,8 @@ type Server struct {
 	DataDir string
 	// Kubeconfig is the admin kubeconfig the server wrote.
 	Kubeconfig string
+	// PprofAddress is where it serves net/http/pprof ("" if it does not).
+	PprofAddress string
 }
 
 // StartServer runs `BIN server --data-dir DIR --secure-port 0 ARGS...`

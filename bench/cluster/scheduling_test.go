@@ -21,7 +21,7 @@ import (
 // constraints.
 func TestNoDefaultSpreadConfig(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "config.yaml")
-	if err := os.WriteFile(path, []byte(noDefaultSpreadConfig("/some/kubeconfig", true)), 0o600); err != nil {
+	if err := os.WriteFile(path, []byte(noDefaultSpreadConfig("/some/kubeconfig", true, "")), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	o := scheduler.NewOptions()
@@ -54,6 +54,30 @@ func TestNoDefaultSpreadConfig(t *testing.T) {
 	}
 	if !found {
 		t.Error("no PodTopologySpread args in the profile")
+	}
+}
+
+// TestNoDefaultSpreadConfig_Gated: the sqlkube-server variant's
+// configuration leaves the kubeconfig to the server and elects through a
+// Lease in the gate's namespace.
+func TestNoDefaultSpreadConfig_Gated(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(path, []byte(noDefaultSpreadConfig("", true, schedulerGate)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o := scheduler.NewOptions()
+	if err := o.Parse([]string{"--config", path}); err != nil {
+		t.Fatal(err)
+	}
+	cc, err := o.Config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := cc.ClientConnection; c.Kubeconfig != "" || c.QPS != raisedQPS || c.Burst != raisedBurst {
+		t.Errorf("client connection %+v", c)
+	}
+	if le := cc.LeaderElection; !le.LeaderElect || le.ResourceNamespace != schedulerGate || le.ResourceName != "kube-scheduler" {
+		t.Errorf("leader election %+v", le)
 	}
 }
 

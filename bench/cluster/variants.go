@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/sqlkube/sqlkube/scheduler"
@@ -31,6 +33,14 @@ type Setup struct {
 	TempDir string
 	// Keep leaves each run's data directory (and the logs in it).
 	Keep bool
+	// ServerArgs are extra flags for every server the runs start.
+	ServerArgs []string
+	// ServerCPUProfile, if set, has each deployment run take a CPU profile
+	// of the server (through its --pprof-address) over ProfileSeconds from
+	// the Deployment's create, into ServerCPUProfile.VARIANT (each run
+	// overwrites the last).
+	ServerCPUProfile string
+	ProfileSeconds   int
 }
 
 func (s Setup) server(ctx context.Context, args ...string) (*Server, func(), error) {
@@ -42,10 +52,19 @@ func (s Setup) server(ctx context.Context, args ...string) (*Server, func(), err
 	// (a /16 in /24s) has room for 256 nodes only: beyond those the
 	// node-ipam controller would retry, and record an event, for every
 	// other node.
-	srv, err := StartServer(ctx, s.Sqlkube, dir, append([]string{"--cluster-cidr="}, args...)...)
+	all := append(append([]string{"--cluster-cidr="}, args...), s.ServerArgs...)
+	var pprofAddr string
+	if s.ServerCPUProfile != "" {
+		if pprofAddr, err = freeLoopbackAddress(); err != nil {
+			return nil, nil, err
+		}
+		all = append(all, "--pprof-address="+pprofAddr)
+	}
+	srv, err := StartServer(ctx, s.Sqlkube, dir, all...)
 	if err != nil {
 		return nil, nil, err
 	}
+	srv.PprofAddress = pprofAddr
 	return srv, func() {
 		_ = srv.Stop()
 		if !s.Keep {
@@ -101,16 +120,47 @@ func (s Setup) RunDeploymentVariant(ctx context.Context, variant string, nodes, 
 	if err != nil {
 		return DeploymentResult{}, err
 	}
-	return RunDeployment(ctx, cfg, nodes, replicas)
+	pid := srv.Pid()
+	var cpu0, cpu1 time.Duration
+	var profile <-chan error
+	r, err := RunDeployment(ctx, cfg, nodes, replicas, func(phase string) {
+		switch phase {
+		case "create":
+			if s.ServerCPUProfile != "" {
+				profile = srv.CPUProfile(ctx, s.ServerCPUProfile+"."+variant, s.ProfileSeconds)
+			}
+			cpu0, _ = CPUTime(pid)
+		case "running":
+			cpu1, _ = CPUTime(pid)
+		}
+	})
+	r.ServerCPU = cpu1 - cpu0
+	if profile != nil {
+		if perr := <-profile; perr != nil && err == nil {
+			err = perr
+		}
+	}
+	return r, err
 }
 
 // SchedulerVariants are the schedulers of the scheduling benchmark:
-// "sqlkube" (sqlkube's scheduler package run inside the bench process,
-// over HTTPS with the server's admin kubeconfig and RaisedQPS, as
-// sqlkube server runs it in-process), "kube-scheduler" (the binary at its
+// "sqlkube-server" (the scheduler sqlkube server runs in its own
+// process, over its in-memory loopback, as users run it), "sqlkube"
+// (sqlkube's scheduler package run inside the bench process, over HTTPS
+// with the server's admin kubeconfig and RaisedQPS), "sqlkube-process"
+// (`sqlkube scheduler`, its own process, with RaisedQPS: sqlkube's code in
+// kube-scheduler's process layout), "kube-scheduler" (the binary at its
 // default client rate: 50 QPS, burst 100) and "kube-scheduler-qps" (with
 // RaisedQPS).
-var SchedulerVariants = []string{"sqlkube", "kube-scheduler", "kube-scheduler-qps"}
+var SchedulerVariants = []string{"sqlkube-server", "sqlkube", "sqlkube-process", "kube-scheduler", "kube-scheduler-qps"}
+
+// schedulerGate is the namespace of the in-server scheduler's Lease in
+// the sqlkube-server variant. It does not exist while the bench creates
+// the nodes and pods, so the scheduler's leader election cannot create
+// its Lease and the scheduler does not start; creating the namespace
+// lets it win at its next retry (kube-scheduler's default retry period,
+// 2 s), as a standby scheduler takes over.
+const schedulerGate = "bench-scheduler-gate"
 
 // SchedulingOptions are one run of the scheduling benchmark.
 type SchedulingOptions struct {
@@ -148,7 +198,16 @@ func (s Setup) RunSchedulingVariant(ctx context.Context, variant string, o Sched
 	if !containsString(SchedulerVariants, variant) {
 		return r, fmt.Errorf("cluster: unknown scheduler variant %q (want one of %s)", variant, strings.Join(SchedulerVariants, ", "))
 	}
-	srv, stop, err := s.server(ctx, "--controllers=-*", "--disable-scheduler")
+	serverArgs := []string{"--controllers=-*", "--disable-scheduler"}
+	if variant == "sqlkube-server" {
+		gated, cleanup, err := s.gatedSchedulerArgs(o.NoDefaultSpread)
+		if err != nil {
+			return r, err
+		}
+		defer cleanup()
+		serverArgs = append([]string{"--controllers=-*"}, gated...)
+	}
+	srv, stop, err := s.server(ctx, serverArgs...)
 	if err != nil {
 		return r, err
 	}
@@ -182,7 +241,7 @@ func (s Setup) RunSchedulingVariant(ctx context.Context, variant string, o Sched
 	}
 	if o.NoDefaultSpread {
 		path := filepath.Join(srv.DataDir, "scheduler-no-default-spread.yaml")
-		if err := os.WriteFile(path, []byte(noDefaultSpreadConfig(srv.Kubeconfig, raised)), 0o600); err != nil {
+		if err := os.WriteFile(path, []byte(noDefaultSpreadConfig(srv.Kubeconfig, raised, "")), 0o600); err != nil {
 			return r, err
 		}
 		args = []string{"--config", path}
@@ -194,6 +253,14 @@ func (s Setup) RunSchedulingVariant(ctx context.Context, variant string, o Sched
 		o.OnStart()
 	}
 	switch variant {
+	case "sqlkube-server":
+		if _, bound, _ := pods.Counts(); bound != 0 {
+			return r, fmt.Errorf("cluster: %d pods were bound before the in-server scheduler's gate opened", bound)
+		}
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: schedulerGate}}
+		if _, err := cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
+			return r, fmt.Errorf("cluster: opening the scheduler's gate: %w", err)
+		}
 	case "sqlkube":
 		done := make(chan error, 1)
 		if err := startSqlkubeScheduler(runCtx, srv.Kubeconfig, args, done); err != nil {
@@ -201,7 +268,11 @@ func (s Setup) RunSchedulingVariant(ctx context.Context, variant string, o Sched
 		}
 		defer func() { cancel(); <-done }()
 	default:
-		p, err := srv.Upstream(s.KubeBinDir, "kube-scheduler", args...)
+		start := srv.Upstream
+		if variant == "sqlkube-process" {
+			start = srv.sqlkubeComponent
+		}
+		p, err := start(s.KubeBinDir, "kube-scheduler", args...)
 		if err != nil {
 			return r, err
 		}
@@ -217,20 +288,51 @@ func (s Setup) RunSchedulingVariant(ctx context.Context, variant string, o Sched
 	return r, err
 }
 
+// gatedSchedulerArgs are the sqlkube server flags of the sqlkube-server
+// variant: its in-process scheduler elects through a Lease in
+// schedulerGate's namespace (and, with noDefaultSpread, takes the same
+// configuration as the other variants). cleanup removes the
+// configuration file.
+func (s Setup) gatedSchedulerArgs(noDefaultSpread bool) (args []string, cleanup func(), err error) {
+	if !noDefaultSpread {
+		return []string{"--kube-scheduler-arg=--leader-elect-resource-namespace=" + schedulerGate}, func() {}, nil
+	}
+	f, err := os.CreateTemp(s.TempDir, "sqlkube-bench-scheduler-*.yaml")
+	if err != nil {
+		return nil, nil, err
+	}
+	_, err = f.WriteString(noDefaultSpreadConfig("", true, schedulerGate))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(f.Name())
+		return nil, nil, err
+	}
+	return []string{"--kube-scheduler-arg=--config=" + f.Name()}, func() { os.Remove(f.Name()) }, nil
+}
+
 // noDefaultSpreadConfig is a KubeSchedulerConfiguration with the client
 // settings the flags would give (RaisedQPS's rate when raised, else the
-// defaults) and PodTopologySpread without system default constraints.
-func noDefaultSpreadConfig(kubeconfig string, raised bool) string {
-	client := fmt.Sprintf("  kubeconfig: %q\n", kubeconfig)
+// defaults), leader election off (or, given leaseNamespace, on with its
+// Lease there) and PodTopologySpread without system default constraints.
+func noDefaultSpreadConfig(kubeconfig string, raised bool, leaseNamespace string) string {
+	client := ""
+	if kubeconfig != "" {
+		client = fmt.Sprintf("  kubeconfig: %q\n", kubeconfig)
+	}
 	if raised {
 		client += fmt.Sprintf("  qps: %d\n  burst: %d\n", raisedQPS, raisedBurst)
+	}
+	election := "  leaderElect: false\n"
+	if leaseNamespace != "" {
+		election = fmt.Sprintf("  leaderElect: true\n  resourceNamespace: %q\n", leaseNamespace)
 	}
 	return `apiVersion: kubescheduler.config.k8s.io/v1
 kind: KubeSchedulerConfiguration
 clientConnection:
 ` + client + `leaderElection:
-  leaderElect: false
-profiles:
+` + election + `profiles:
 - schedulerName: default-scheduler
   pluginConfig:
   - name: PodTopologySpread

@@ -21,6 +21,8 @@ type clusterFlags struct {
 	variants   string
 	runs       int
 	keep       bool
+	serverBin  string
+	serverArgs []string
 }
 
 func (f *clusterFlags) add(cmd *cobra.Command, variants []string) {
@@ -29,6 +31,8 @@ func (f *clusterFlags) add(cmd *cobra.Command, variants []string) {
 	fl.StringVar(&f.variants, "variants", strings.Join(variants, ","), "comma-separated variants to run, side by side in each round: "+strings.Join(variants, ", "))
 	fl.IntVar(&f.runs, "runs", 3, "rounds (each runs every variant once, on a new server)")
 	fl.BoolVar(&f.keep, "keep", false, "keep each run's data directory and logs")
+	fl.StringVar(&f.serverBin, "server-bin", "", "the sqlkube binary each run's server runs from (default: this one), e.g. another release's, to compare them under the same bench")
+	fl.StringArrayVar(&f.serverArgs, "server-arg", nil, "an extra flag for every run's sqlkube server, e.g. --server-arg=--pprof-address=127.0.0.1:6060 (repeatable)")
 }
 
 func (f *clusterFlags) setup() (cluster.Setup, []string, error) {
@@ -38,14 +42,17 @@ func (f *clusterFlags) setup() (cluster.Setup, []string, error) {
 	}
 	variants := strings.Split(f.variants, ",")
 	for _, v := range variants {
-		if v != "sqlkube" {
+		if strings.HasPrefix(v, "upstream") || strings.HasPrefix(v, "kube-") {
 			if err := cluster.KubeBinaries(f.kubeBinDir, "kube-controller-manager", "kube-scheduler"); err != nil {
 				return cluster.Setup{}, nil, fmt.Errorf("variant %s: %w", v, err)
 			}
 			break
 		}
 	}
-	return cluster.Setup{Sqlkube: self, KubeBinDir: f.kubeBinDir, Keep: f.keep}, variants, nil
+	if f.serverBin != "" {
+		self = f.serverBin
+	}
+	return cluster.Setup{Sqlkube: self, KubeBinDir: f.kubeBinDir, Keep: f.keep, ServerArgs: f.serverArgs}, variants, nil
 }
 
 func loadAverage() string {
@@ -61,6 +68,8 @@ func newBenchDeploymentCommand(lf *logFlags) *cobra.Command {
 		cf              clusterFlags
 		nodes, replicas int
 		timeout         time.Duration
+		profile         string
+		profileSeconds  int
 	)
 	cmd := &cobra.Command{
 		Use:   "deployment",
@@ -74,9 +83,10 @@ func newBenchDeploymentCommand(lf *logFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			setup.ServerCPUProfile, setup.ProfileSeconds = profile, profileSeconds
 			out := cmd.OutOrStdout()
 			fmt.Fprintf(out, "deployment of %d replicas on %d simulated nodes; load average %s\n", replicas, nodes, loadAverage())
-			results := map[string][][2]time.Duration{}
+			results := map[string][][3]time.Duration{}
 			for round := 1; round <= cf.runs; round++ {
 				for _, v := range variants {
 					ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
@@ -86,13 +96,13 @@ func newBenchDeploymentCommand(lf *logFlags) *cobra.Command {
 						fmt.Fprintf(out, "round %d\t%s\tfailed: %v\n", round, v, err)
 						continue
 					}
-					results[v] = append(results[v], [2]time.Duration{r.Running, r.Gone})
-					fmt.Fprintf(out, "round %d\t%s\tto Running %v\tto gone %v\tload %s\n", round, v, r.Running.Round(time.Millisecond), r.Gone.Round(time.Millisecond), loadAverage())
+					results[v] = append(results[v], [3]time.Duration{r.Running, r.Gone, r.ServerCPU})
+					fmt.Fprintf(out, "round %d\t%s\tto Running %v\tto gone %v\tserver CPU to Running %v\tload %s\n", round, v, r.Running.Round(time.Millisecond), r.Gone.Round(time.Millisecond), r.ServerCPU, loadAverage())
 				}
 			}
 			for _, v := range variants {
 				rs := results[v]
-				fmt.Fprintf(out, "median\t%s\tto Running %v\tto gone %v\t(%d runs)\n", v, median(rs, 0), median(rs, 1), len(rs))
+				fmt.Fprintf(out, "median\t%s\tto Running %v\tto gone %v\tserver CPU to Running %v\t(%d runs)\n", v, median(rs, 0), median(rs, 1), median(rs, 2), len(rs))
 			}
 			return nil
 		},
@@ -101,10 +111,12 @@ func newBenchDeploymentCommand(lf *logFlags) *cobra.Command {
 	cmd.Flags().IntVar(&nodes, "nodes", 100, "simulated nodes")
 	cmd.Flags().IntVar(&replicas, "replicas", 1000, "the Deployment's replicas")
 	cmd.Flags().DurationVar(&timeout, "timeout", 5*time.Minute, "limit of each run")
+	cmd.Flags().StringVar(&profile, "server-cpuprofile", "", "take a CPU profile of each run's server from the Deployment's create, into this path with .VARIANT appended (each round overwrites the last)")
+	cmd.Flags().IntVar(&profileSeconds, "profile-seconds", 3, "length of --server-cpuprofile's profile")
 	return cmd
 }
 
-func median(rs [][2]time.Duration, i int) time.Duration {
+func median(rs [][3]time.Duration, i int) time.Duration {
 	if len(rs) == 0 {
 		return 0
 	}
@@ -129,10 +141,14 @@ func newBenchSchedulerCommand(lf *logFlags) *cobra.Command {
 --disable-scheduler), creates --nodes Ready Node objects and --pods unbound
 pods, then starts a scheduler and samples the number of bound pods every
 second (a pod informer in this process) until all are bound. Variants:
-sqlkube (sqlkube's scheduler package in this process, over HTTPS with the
-admin kubeconfig, QPS 5000 / burst 10000 as sqlkube server runs it),
-kube-scheduler (the binary, default QPS 50 / burst 100) and
-kube-scheduler-qps (QPS 5000 / burst 10000).`,
+sqlkube-server (the scheduler sqlkube server runs in its own process, over
+its in-memory loopback; it leads through a Lease in a namespace the bench
+creates only once the pods exist, so it starts then), sqlkube (sqlkube's
+scheduler package in this process, over HTTPS with the admin kubeconfig,
+QPS 5000 / burst 10000 as sqlkube server runs it), sqlkube-process
+(sqlkube scheduler, its own process, QPS 5000 / burst 10000), kube-scheduler (the
+binary, default QPS 50 / burst 100) and kube-scheduler-qps (QPS 5000 /
+burst 10000).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if _, err := stderrLogger(lf); err != nil {
@@ -227,7 +243,8 @@ func newBenchIdleCommand(lf *logFlags) *cobra.Command {
 			fmt.Fprintf(out, "idle sqlkube server, all controllers, %d simulated nodes; load average %s\n", nodes, loadAverage())
 			samples, err := setup.RunIdle(cmd.Context(), nodes, warmup, window, windows)
 			for i, s := range samples {
-				fmt.Fprintf(out, "window %d\tCPU %v in %v (%.2f%% of a core)\tRSS %.1f MiB\n", i+1, s.CPU, s.Window.Round(time.Second), 100*s.CPU.Seconds()/s.Window.Seconds(), float64(s.RSS)/(1<<20))
+				fmt.Fprintf(out, "window %d\tCPU %v in %v (%.2f%% of a core)\tRSS %.1f MiB (anonymous %.1f, file %.1f; Go heap in use %.1f)\n", i+1, s.CPU, s.Window.Round(time.Second), 100*s.CPU.Seconds()/s.Window.Seconds(),
+					mib(s.RSS), mib(s.RSSAnon), mib(s.RSSFile), mib(s.HeapInuse))
 			}
 			fmt.Fprintf(out, "load average %s\n", loadAverage())
 			return err
@@ -240,3 +257,5 @@ func newBenchIdleCommand(lf *logFlags) *cobra.Command {
 	cf.variants = "sqlkube"
 	return cmd
 }
+
+func mib(b int64) float64 { return float64(b) / (1 << 20) }
