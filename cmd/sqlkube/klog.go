@@ -23,9 +23,15 @@ func routeLogs(log zerolog.Logger) {
 
 // routeKlog sends klog's logs to log: their info lines at debug level,
 // but those whose message is one of infos at info level, and their
-// errors as warnings.
+// errors as warnings. Only verbosity 0 is logged, as klog's default -v.
+//
+// The sink is also the contextual logger (klog.Background and
+// klog.FromContext return it), so a component's logger.V(n).Enabled()
+// is the sink's own check. Behind klog's default contextual logger
+// every such check allocates once a logger is set, and the scheduler
+// makes one per node and plugin.
 func routeKlog(log zerolog.Logger, infos ...string) {
-	klog.SetLogger(logr.New(&klogSink{log: log.With().Str("component", "k8s").Logger(), infos: infos}))
+	klog.SetLoggerWithOptions(logr.New(&klogSink{log: log.With().Str("component", "k8s").Logger(), infos: infos}), klog.ContextualLogger(true))
 }
 
 // klogSink is a logr.LogSink over zerolog.
@@ -42,7 +48,10 @@ type klogSink struct {
 func (s *klogSink) Init(logr.RuntimeInfo) {}
 
 func (s *klogSink) Enabled(level int) bool {
-	return s.log.GetLevel() <= zerolog.DebugLevel || level == 0 && len(s.infos) > 0 && s.log.GetLevel() <= zerolog.InfoLevel
+	if level > 0 {
+		return false
+	}
+	return s.log.GetLevel() <= zerolog.DebugLevel || len(s.infos) > 0 && s.log.GetLevel() <= zerolog.InfoLevel
 }
 
 func (s *klogSink) Info(_ int, msg string, kv ...any) {

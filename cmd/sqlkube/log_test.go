@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -152,5 +153,32 @@ func TestRouteKlog_Infos(t *testing.T) {
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestRouteKlog_Contextual: the routed sink is the components' contextual
+// logger. Like klog's default -v it logs verbosity 0 only, even at debug
+// level, and a component's verbosity check (the scheduler makes one per
+// node and plugin) allocates nothing.
+func TestRouteKlog_Contextual(t *testing.T) {
+	var out bytes.Buffer
+	log, err := (&logFlags{level: "debug", format: "json"}).logger(&out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	routeKlog(log)
+	t.Cleanup(klog.ClearLogger)
+	logger := klog.FromContext(context.Background())
+	if _, ok := logger.GetSink().(*klogSink); !ok {
+		t.Fatalf("the contextual logger's sink is %T, not sqlkube's", logger.GetSink())
+	}
+	logger.V(4).Info("a verbose line")
+	klog.V(2).InfoS("another verbose line")
+	logger.Info("a line")
+	if got := strings.Count(out.String(), "\n"); got != 1 || !strings.Contains(out.String(), `"message":"a line"`) {
+		t.Errorf("logged:\n%s", out.String())
+	}
+	if n := testing.AllocsPerRun(100, func() { _ = logger.V(5).Enabled() }); n != 0 {
+		t.Errorf("a verbosity check allocates %v times", n)
 	}
 }
