@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"net"
 	"net/http"
 	"os"
@@ -77,6 +78,8 @@ type apiFlags struct {
 	fakeNodes int
 	// pprofAddress serves net/http/pprof (hidden; for profiling).
 	pprofAddress string
+	// featureGates is --feature-gates.
+	featureGates string
 	// node is this host's node (`sqlkube server` only; nil: none).
 	node *localNodeFlags
 	// dns is the cluster DNS this server runs.
@@ -109,6 +112,7 @@ func addAPIFlags(fl *pflag.FlagSet, f *apiFlags) {
 	fl.StringVar(&f.saIssuer, "service-account-issuer", authn.DefaultServiceAccountIssuer, "issuer (and default audience) of service-account tokens")
 	fl.StringVar(&f.authorizationMode, "authorization-mode", authz.ModeRBAC, "RBAC, or AlwaysAllow (development only)")
 	fl.StringSliceVar(&f.disableAdmission, "disable-admission-plugins", nil, fmt.Sprintf("admission plugins to turn off (all run by default, in this order: %s)", strings.Join(admission.DefaultPlugins(), ",")))
+	fl.StringVar(&f.featureGates, "feature-gates", "", "Kubernetes feature gates for the API server and the in-process controllers and scheduler, as kube-apiserver's: A=true,B=false (default: Kubernetes' defaults); the node's kubelet takes its own in its configuration")
 	fl.StringVar(&f.pprofAddress, "pprof-address", "", "serve net/http/pprof here (debugging)")
 	_ = fl.MarkHidden("pprof-address")
 	addDNSFlags(fl, &f.dns)
@@ -125,6 +129,20 @@ func loadSigner(path string) (crypto.Signer, error) {
 		return nil, fmt.Errorf("%s: not a signing key", path)
 	}
 	return signer, nil
+}
+
+// applyFeatureGates sets --feature-gates on Kubernetes' process-wide
+// gates, before anything reads them.
+func (f *apiFlags) applyFeatureGates() error {
+	if f.featureGates == "" {
+		return nil
+	}
+	// Tried on a copy first: a failed Set leaves the gates holding the
+	// rejected value.
+	if err := utilfeature.DefaultMutableFeatureGate.DeepCopy().Set(f.featureGates); err != nil {
+		return fmt.Errorf("--feature-gates: %w", err)
+	}
+	return utilfeature.DefaultMutableFeatureGate.Set(f.featureGates)
 }
 
 type serverFlags struct {
@@ -208,6 +226,9 @@ func runServer(ctx context.Context, f *serverFlags, log zerolog.Logger, out io.W
 	if f.api.fakeNodes < 0 {
 		return fmt.Errorf("--fake-nodes %d: must not be negative", f.api.fakeNodes)
 	}
+	if err := f.api.applyFeatureGates(); err != nil {
+		return err
+	}
 	if n := f.api.node; n != nil && !n.disable {
 		if err := n.checkRegistryConfigDir(); err != nil {
 			return err
@@ -261,6 +282,9 @@ func runServer(ctx context.Context, f *serverFlags, log zerolog.Logger, out io.W
 
 // runAPIServer runs `sqlkube apiserver`.
 func runAPIServer(ctx context.Context, f *apiserverFlags, log zerolog.Logger, out io.Writer) error {
+	if err := f.api.applyFeatureGates(); err != nil {
+		return err
+	}
 	ctx, stop := signalContext(ctx)
 	defer stop()
 	start := time.Now()
