@@ -187,6 +187,12 @@ type SchedulingResult struct {
 	Setup time.Duration
 	// Placement is where the bound pods went.
 	Placement Placement
+	// CPU time used from the scheduler's start until all pods were bound
+	// (or the timeout): by the server process (which runs the scheduler
+	// in the sqlkube-server variant), by the scheduler's own process (0
+	// when it has none), and by this bench process (which runs the
+	// scheduler in the sqlkube variant, and counts the bound pods).
+	ServerCPU, SchedulerCPU, BenchCPU time.Duration
 }
 
 // RunSchedulingVariant starts sqlkube server with only the API
@@ -248,6 +254,9 @@ func (s Setup) RunSchedulingVariant(ctx context.Context, variant string, o Sched
 	}
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	schedPid := 0
+	serverCPU0, _ := CPUTime(srv.Pid())
+	benchCPU0, _ := CPUTime(os.Getpid())
 	start := time.Now()
 	if o.OnStart != nil {
 		o.OnStart()
@@ -277,10 +286,17 @@ func (s Setup) RunSchedulingVariant(ctx context.Context, variant string, o Sched
 			return r, err
 		}
 		defer p.Stop()
+		schedPid = p.Pid()
 	}
 	waitCtx, cancelWait := context.WithTimeout(ctx, o.Timeout)
 	defer cancelWait()
 	r.Throughput, r.Bound = pods.SampleBound(waitCtx, start, o.Pods)
+	serverCPU1, _ := CPUTime(srv.Pid())
+	benchCPU1, _ := CPUTime(os.Getpid())
+	r.ServerCPU, r.BenchCPU = serverCPU1-serverCPU0, benchCPU1-benchCPU0
+	if schedPid != 0 {
+		r.SchedulerCPU, _ = CPUTime(schedPid)
+	}
 	if o.OnStop != nil {
 		o.OnStop()
 	}

@@ -219,6 +219,8 @@ func printScheduling(out io.Writer, label, v string, r cluster.SchedulingResult)
 	fmt.Fprintf(out, "%s\t%s\tbound %d in %v (first bind at %v)\tavg %.0f pods/s\tp50/p90/p99 %.0f/%.0f/%.0f pods/s\tpods per node %d-%d on %d nodes, per zone %d-%d",
 		label, v, r.Bound, r.Total.Round(time.Millisecond), r.First.Round(time.Millisecond), r.Average, r.P50, r.P90, r.P99,
 		pl.MinPerNode, pl.MaxPerNode, pl.NodesUsed, pl.MinPerZone, pl.MaxPerZone)
+	fmt.Fprintf(out, "\tCPU: server %.1fs, scheduler process %.1fs, bench %.1fs",
+		r.ServerCPU.Seconds(), r.SchedulerCPU.Seconds(), r.BenchCPU.Seconds())
 }
 
 func newBenchIdleCommand(lf *logFlags) *cobra.Command {
