@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/sqlkube/sqlkube/bench/cluster"
 )
@@ -31,6 +32,11 @@ func (f *clusterFlags) add(cmd *cobra.Command, variants []string) {
 	fl.StringVar(&f.variants, "variants", strings.Join(variants, ","), "comma-separated variants to run, side by side in each round: "+strings.Join(variants, ", "))
 	fl.IntVar(&f.runs, "runs", 3, "rounds (each runs every variant once, on a new server)")
 	fl.BoolVar(&f.keep, "keep", false, "keep each run's data directory and logs")
+	f.addServerFlags(fl)
+}
+
+// addServerFlags adds the flags of the server each run starts.
+func (f *clusterFlags) addServerFlags(fl *pflag.FlagSet) {
 	fl.StringVar(&f.serverBin, "server-bin", "", "the sqlkube binary each run's server runs from (default: this one), e.g. another release's, to compare them under the same bench")
 	fl.StringArrayVar(&f.serverArgs, "server-arg", nil, "an extra flag for every run's sqlkube server, e.g. --server-arg=--pprof-address=127.0.0.1:6060 (repeatable)")
 }
@@ -257,6 +263,7 @@ func newBenchIdleCommand(lf *logFlags) *cobra.Command {
 	cmd.Flags().DurationVar(&warmup, "warmup", 30*time.Second, "wait after the nodes are Ready before measuring")
 	cmd.Flags().DurationVar(&window, "window", time.Minute, "length of a window")
 	cf.variants = "sqlkube"
+	cf.addServerFlags(cmd.Flags())
 	return cmd
 }
 
