@@ -25,6 +25,7 @@ func newBenchFakeNodesCommand() *cobra.Command {
 		simulator  string
 		kwokBin    string
 		kwokConfig string
+		sqlkubeBin string
 		extraArgs  []string
 	)
 	cmd := &cobra.Command{
@@ -59,9 +60,11 @@ only manages nodes).`,
 			var argv []string
 			switch simulator {
 			case "sqlkube":
-				self, err := os.Executable()
-				if err != nil {
-					return err
+				self := sqlkubeBin
+				if self == "" {
+					if self, err = os.Executable(); err != nil {
+						return err
+					}
 				}
 				o.NodePrefix = "bench-sqlkube-"
 				argv = []string{self, "node", "--fake", "--count", strconv.Itoa(o.Nodes), "--kubeconfig", kubeconfig, "--name-prefix", o.NodePrefix, "--log-level", "warn"}
@@ -97,6 +100,7 @@ only manages nodes).`,
 	fl := cmd.Flags()
 	fl.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig of the API server")
 	fl.StringVar(&simulator, "simulator", "sqlkube", "sqlkube or kwok")
+	fl.StringVar(&sqlkubeBin, "sqlkube-bin", "", "the sqlkube binary whose node --fake simulates the nodes (default: this one), e.g. another release's")
 	fl.StringVar(&kwokBin, "kwok-bin", "kwok", "kwok binary")
 	fl.StringVar(&kwokConfig, "kwok-config", "", "kwok configuration with its Stage objects")
 	fl.IntVar(&o.Nodes, "nodes", 5000, "nodes")
