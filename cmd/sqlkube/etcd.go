@@ -156,6 +156,7 @@ func runEtcd(ctx context.Context, f *etcdFlags, log zerolog.Logger) error {
 		return err
 	}
 	defer store.Close()
+	addCommitProc(store.DialectName(), log)
 
 	l, addr, err := listen(f.listen)
 	if err != nil {

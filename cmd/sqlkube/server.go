@@ -249,6 +249,7 @@ func runServer(ctx context.Context, f *serverFlags, log zerolog.Logger, out io.W
 		return err
 	}
 	defer store.Close()
+	addCommitProc(store.DialectName(), log)
 	// The cluster identity comes first: the etcd API's certificates are
 	// issued from the cluster CA.
 	if err := establishIdentityLocal(ctx, store, &f.api, log, out); err != nil {
@@ -300,6 +301,7 @@ func runAPIServer(ctx context.Context, f *apiserverFlags, log zerolog.Logger, ou
 			return err
 		}
 		defer store.Close()
+		addCommitProc(store.DialectName(), log)
 		etcd := etcdshim.New(etcdshim.Options{Backend: store, Logger: log, ClusterKey: store.Describe()})
 		defer etcd.Stop(5 * time.Second)
 		client := storage.Local(etcd)
