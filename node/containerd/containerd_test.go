@@ -25,7 +25,7 @@ func TestWriteConfig(t *testing.T) {
 	for _, want := range []string{
 		"version = 3", `root = "` + dir + `/root"`, `address = "` + Socket(dir) + `"`,
 		`[plugins."io.containerd.cri.v1.images"]`, `snapshotter = "overlayfs"`, `sandbox = "example.test/pause:9"`,
-		`[plugins."io.containerd.cri.v1.runtime"]`, "restrict_oom_score_adj = true", "SystemdCgroup = false",
+		`[plugins."io.containerd.cri.v1.runtime"]`, "restrict_oom_score_adj = true", "SystemdCgroup = false", `stats_collect_period = "10s"`,
 		`runtime_path = "/rt/containerd-shim-runc-v2"`, `BinaryName = "/rt/runc"`,
 		`bin_dirs = ["/cni/bin"]`, `conf_dir = "/cni/conf"`, `[plugins."io.containerd.nri.v1.nri"]`,
 	} {

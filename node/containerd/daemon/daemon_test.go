@@ -63,6 +63,7 @@ func TestConfig_AsContainerdReadsIt(t *testing.T) {
 		{[]string{"plugins", "io.containerd.cri.v1.images", "pinned_images", "sandbox"}, "example.test/pause:9"},
 		{[]string{"plugins", "io.containerd.cri.v1.images", "registry", "config_path"}, "/etc/sqlkube/certs.d"},
 		{[]string{"plugins", "io.containerd.cri.v1.runtime", "restrict_oom_score_adj"}, true},
+		{[]string{"plugins", "io.containerd.cri.v1.runtime", "stats_collect_period"}, "10s"},
 		{[]string{"plugins", "io.containerd.cri.v1.runtime", "containerd", "default_runtime_name"}, "runc"},
 		{[]string{"plugins", "io.containerd.cri.v1.runtime", "containerd", "runtimes", "runc", "runtime_type"}, "io.containerd.runc.v2"},
 		{[]string{"plugins", "io.containerd.cri.v1.runtime", "containerd", "runtimes", "runc", "runtime_path"}, "/rt/containerd-shim-runc-v2"},
