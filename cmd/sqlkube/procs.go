@@ -31,8 +31,8 @@ var commitProcOnce sync.Once
 // limit; a server started under a limit keeps the value it started with.
 func addCommitProc(dialect string, log zerolog.Logger) {
 	commitProcOnce.Do(func() {
-		n := commitProcs(dialect, os.Getenv("GOMAXPROCS"), runtime.GOMAXPROCS(0))
-		if n != runtime.GOMAXPROCS(0) {
+		cur := runtime.GOMAXPROCS(0)
+		if n := commitProcs(dialect, os.Getenv("GOMAXPROCS"), cur); n != cur {
 			runtime.GOMAXPROCS(n)
 			log.Debug().Int("gomaxprocs", n).Msg("one P more for the SQLite writer, whose commits block in cgo")
 		}
