@@ -479,9 +479,13 @@ spec:
 		out, _ := s.kubectl(t, k, "get", "endpoints", "web", "-o", "jsonpath={.subsets[*].addresses[*].ip}")
 		return len(strings.Fields(out)) == 2 && !strings.Contains(out, goneIP)
 	})
-	waitFor(t, 30*time.Second, "traffic to the ready replicas only", func() bool {
-		return strings.Join(answers("b1", clusterIP, "80", 20), " ") == strings.Join(replicas[1:], " ")
-	})
+	// Each node's proxy programs the change on its own sync, so wait for
+	// both before asserting that neither sends to the unready replica.
+	for _, client := range []string{"a1", "b1"} {
+		waitFor(t, 30*time.Second, "traffic from "+client+" to the ready replicas only", func() bool {
+			return strings.Join(answers(client, clusterIP, "80", 20), " ") == strings.Join(replicas[1:], " ")
+		})
+	}
 	for _, client := range []string{"a1", "b1"} {
 		if got := answers(client, clusterIP, "80", 30); strings.Contains(strings.Join(got, " "), gone) {
 			t.Errorf("from %s, the unready replica %s still answered: %v", client, gone, got)

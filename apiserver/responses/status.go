@@ -1,6 +1,7 @@
 package responses
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"strconv"
@@ -15,7 +16,14 @@ import (
 // error that is not an API status).
 func Status(c echo.Context, err error) error {
 	var status apierrors.APIStatus
-	if !errors.As(err, &status) {
+	switch {
+	case errors.As(err, &status):
+	case clientClosed(c, err):
+		status = &apierrors.StatusError{ErrStatus: metav1.Status{
+			Status: metav1.StatusFailure, Code: StatusClientClosedRequest,
+			Message: "the client closed the request before the server answered: " + err.Error(),
+		}}
+	default:
 		status = apierrors.NewInternalError(err)
 	}
 	s := status.Status()
@@ -31,6 +39,20 @@ func Status(c echo.Context, err error) error {
 	}
 	c.Set(StatusKey, s) // for the audit log
 	return Object(c, int(s.Code), &s, schema.GroupVersion{Version: "v1"})
+}
+
+// StatusClientClosedRequest is the code a request gets when its client
+// went away (closed the connection or reset the stream) and the handler
+// failed for that reason alone: no one reads the answer, and the audit
+// log and the request log must not count it as the server's failure.
+// kube-apiserver records these as 500 "context canceled"
+// (kubernetes/kubernetes#139256); 499 is the code proxies use for it.
+const StatusClientClosedRequest = 499
+
+// clientClosed says whether err is only the cancellation of the
+// request's own context, which net/http does when the client goes away.
+func clientClosed(c echo.Context, err error) bool {
+	return errors.Is(err, context.Canceled) && errors.Is(c.Request().Context().Err(), context.Canceled)
 }
 
 // httpError renders echo's own errors (no route, bad method) as Statuses.
