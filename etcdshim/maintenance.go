@@ -25,7 +25,7 @@ func (m *maintenanceServer) Status(ctx context.Context, _ *pb.StatusRequest) (*p
 	return &pb.StatusResponse{
 		Header: m.s.header(cur), Version: Version, DbSize: size, DbSizeInUse: size,
 		Leader: m.s.memberID, RaftIndex: uint64(cur), RaftTerm: 1, RaftAppliedIndex: uint64(cur),
-		StorageVersion: "3.6.0",
+		StorageVersion: "3.7.0",
 	}, nil
 }
 

@@ -34,8 +34,10 @@ const maxRecvBytes = 8 << 20
 // MaxTxnOps is etcd's default limit of operations in one txn.
 const MaxTxnOps = 128
 
-// Version is the etcd API version sqlkube reports.
-const Version = "3.6.4"
+// Version is the etcd version sqlkube reports (Status, etcdctl endpoint
+// status): the etcd release Kubernetes v1.37 is built and tested with,
+// whose client and server modules go.mod pins.
+const Version = "3.7.0"
 
 // Options configure a Server.
 type Options struct {
