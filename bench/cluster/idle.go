@@ -52,11 +52,13 @@ func (s Setup) RunIdle(ctx context.Context, nodes int, warmup, window time.Durat
 	}
 	pid := srv.Pid()
 	var out []IdleSample
-	before, err := CPUTime(pid)
-	if err != nil {
-		return nil, err
-	}
 	for range windows {
+		// Each window starts after the last one's /metrics read, so that
+		// the bench's own request is not counted as the server's idle CPU.
+		before, err := CPUTime(pid)
+		if err != nil {
+			return out, err
+		}
 		t0 := time.Now()
 		if err := sleep(ctx, window); err != nil {
 			return out, err
@@ -65,6 +67,7 @@ func (s Setup) RunIdle(ctx context.Context, nodes int, warmup, window time.Durat
 		if err != nil {
 			return out, err
 		}
+		elapsed := time.Since(t0)
 		rss, err := RSS(pid)
 		if err != nil {
 			return out, err
@@ -77,8 +80,7 @@ func (s Setup) RunIdle(ctx context.Context, nodes int, warmup, window time.Durat
 		if err != nil {
 			return out, err
 		}
-		out = append(out, IdleSample{CPU: after - before, Window: time.Since(t0), RSS: rss, RSSAnon: anon, RSSFile: file, HeapInuse: heap})
-		before = after
+		out = append(out, IdleSample{CPU: after - before, Window: elapsed, RSS: rss, RSSAnon: anon, RSSFile: file, HeapInuse: heap})
 	}
 	return out, nil
 }
