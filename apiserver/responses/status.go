@@ -12,8 +12,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
-// writeStatus answers with err as a metav1.Status of its code (500 for an
-// error that is not an API status).
+// Status answers with err as a metav1.Status of its code: 499 for a
+// request its client closed, 500 for any other error that is not an API
+// status.
 func Status(c echo.Context, err error) error {
 	var status apierrors.APIStatus
 	switch {
@@ -44,7 +45,7 @@ func Status(c echo.Context, err error) error {
 // StatusClientClosedRequest is the code a request gets when its client
 // went away (closed the connection or reset the stream) and the handler
 // failed for that reason alone: no one reads the answer, and the audit
-// log and the request log must not count it as the server's failure.
+// log must not count it as the server's failure.
 // kube-apiserver records these as 500 "context canceled"
 // (kubernetes/kubernetes#139256); 499 is the code proxies use for it.
 const StatusClientClosedRequest = 499
