@@ -17,6 +17,9 @@ import (
 type DeploymentResult struct {
 	// Running: from the Deployment's create to every replica Running.
 	Running time.Duration
+	// Available: from the create to the Deployment's status counting
+	// every replica available.
+	Available time.Duration
 	// Gone: from its delete (background propagation) to no pod left.
 	Gone time.Duration
 	// ServerCPU is the CPU time the sqlkube server process used from the
@@ -27,7 +30,8 @@ type DeploymentResult struct {
 // RunDeployment waits for nodes Ready nodes, creates a Deployment of
 // replicas pods in namespace default, waits until all of them run, deletes
 // it and waits until every pod is gone. phase, if not nil, is called with
-// "create" just before the create and "running" once all replicas run.
+// "create" just before the create, "running" once all replicas run and
+// "available" once the Deployment's status counts them all available.
 func RunDeployment(ctx context.Context, cfg *rest.Config, nodes, replicas int, phase func(string)) (DeploymentResult, error) {
 	var r DeploymentResult
 	cs, err := kubernetes.NewForConfig(cfg)
@@ -62,6 +66,10 @@ func RunDeployment(ctx context.Context, cfg *rest.Config, nodes, replicas int, p
 	if err := waitServiceAccount(ctx, cs, "default"); err != nil {
 		return r, err
 	}
+	available, err := watchAvailable(ctx, cs, "default", d.Name, int32(replicas))
+	if err != nil {
+		return r, err
+	}
 	if phase != nil {
 		phase("create")
 	}
@@ -76,6 +84,15 @@ func RunDeployment(ctx context.Context, cfg *rest.Config, nodes, replicas int, p
 	r.Running = time.Since(start)
 	if phase != nil {
 		phase("running")
+	}
+	select {
+	case at := <-available:
+		r.Available = at.Sub(start)
+	case <-ctx.Done():
+		return r, fmt.Errorf("cluster: waiting for the Deployment to count %d replicas available: %w", replicas, ctx.Err())
+	}
+	if phase != nil {
+		phase("available")
 	}
 	start = time.Now()
 	bg := metav1.DeletePropagationBackground
@@ -113,6 +130,26 @@ func WaitReadyNodes(ctx context.Context, cs kubernetes.Interface, n int) error {
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+// watchAvailable watches Deployment ns/name until its status counts
+// replicas available (or ctx ends) and sends the moment it saw that.
+func watchAvailable(ctx context.Context, cs kubernetes.Interface, ns, name string, replicas int32) (<-chan time.Time, error) {
+	w, err := cs.AppsV1().Deployments(ns).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name})
+	if err != nil {
+		return nil, err
+	}
+	at := make(chan time.Time, 1)
+	go func() {
+		defer w.Stop()
+		for ev := range w.ResultChan() {
+			if d, ok := ev.Object.(*appsv1.Deployment); ok && d.Status.AvailableReplicas >= replicas {
+				at <- time.Now()
+				return
+			}
+		}
+	}()
+	return at, nil
 }
 
 func waitServiceAccount(ctx context.Context, cs kubernetes.Interface, ns string) error {
