@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"sort"
@@ -260,4 +261,119 @@ func publishesTo(s types.ServiceConfig, published, target string) bool {
 		}
 	}
 	return false
+}
+
+// TestCompose_Standins validates compose/standins.yaml, the override that
+// runs the stack on the stand-in images of compose/standins/build.sh
+// (make test-compose, where Docker Hub and gcr.io cannot be reached).
+// With it, every image is a stand-in that build.sh builds and that says
+// (its dev.sqlkube.standin-for label) it stands in for the image
+// docker-compose.yaml names there, and the sqlkube image is built from the
+// same Dockerfile with stand-ins for its bases, given as the Dockerfile's
+// own build arguments, whose defaults stay the upstream images. Nothing
+// else in the stack changes.
+func TestCompose_Standins(t *testing.T) {
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	load := func(files ...string) *types.Project {
+		t.Helper()
+		var paths []string
+		for _, f := range files {
+			paths = append(paths, filepath.Join(root, f))
+		}
+		opts, err := cli.NewProjectOptions(paths, cli.WithWorkingDirectory(root), cli.WithEnv(nil), cli.WithResolvedPaths(true))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := opts.LoadProject(context.Background())
+		if err != nil {
+			t.Fatalf("%v does not load: %v", files, err)
+		}
+		return p
+	}
+	upstream := load("docker-compose.yaml")
+	standin := load("docker-compose.yaml", "compose/standins.yaml")
+
+	script, err := os.ReadFile(filepath.Join(root, "compose", "standins", "build.sh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// standsIn checks that build.sh builds image and that it says it
+	// stands in for want: the label is in the image's Dockerfile
+	// (compose/standins/NAME/Dockerfile) or, for the images build.sh
+	// makes itself, in build.sh.
+	standsIn := func(image, want string) {
+		t.Helper()
+		repo, _, _ := strings.Cut(strings.TrimPrefix(image, "sqlkube-standin/"), ":")
+		if !strings.HasPrefix(image, "sqlkube-standin/") || !strings.Contains(string(script), "="+image+"\n") {
+			t.Errorf("%s is not a stand-in that compose/standins/build.sh builds", image)
+			return
+		}
+		label := `dev.sqlkube.standin-for="` + want + `"`
+		src := script
+		if df, err := os.ReadFile(filepath.Join(root, "compose", "standins", repo, "Dockerfile")); err == nil {
+			src = df
+		}
+		if !strings.Contains(string(src), label) {
+			t.Errorf("%s: no %s where it is built", image, label)
+		}
+	}
+
+	dockerfile, err := os.ReadFile(filepath.Join(root, "Dockerfile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The ARGs before the first FROM, with their defaults, and the FROMs.
+	args := map[string]string{}
+	var froms []string
+	for _, line := range strings.Split(string(dockerfile), "\n") {
+		f := strings.Fields(line)
+		switch {
+		case len(f) >= 2 && f[0] == "FROM":
+			froms = append(froms, f[1])
+		case len(f) == 2 && f[0] == "ARG" && len(froms) == 0:
+			name, def, _ := strings.Cut(f[1], "=")
+			args[name] = def
+		}
+	}
+	if want := []string{"${GO_IMAGE}", "${BASE_IMAGE}"}; !slices.Equal(froms, want) {
+		t.Errorf("Dockerfile: FROM %v, want %v (the bases as build arguments)", froms, want)
+	}
+	if args["GO_IMAGE"] != "golang:1.26-bookworm" || args["BASE_IMAGE"] != "gcr.io/distroless/base-debian12:nonroot" {
+		t.Errorf("Dockerfile: base image defaults %v, want the upstream golang and distroless images", args)
+	}
+
+	for name, s := range standin.Services {
+		up := upstream.Services[name]
+		if up.Build == nil {
+			standsIn(s.Image, up.Image)
+		} else {
+			if s.Build == nil || s.Build.Context != up.Build.Context || s.Build.Dockerfile != up.Build.Dockerfile || s.Image != up.Image {
+				t.Errorf("%s: build %+v, image %q, want %+v, %q as docker-compose.yaml", name, s.Build, s.Image, up.Build, up.Image)
+				continue
+			}
+			for _, arg := range []string{"GO_IMAGE", "BASE_IMAGE"} {
+				if v := deref(s.Build.Args[arg]); v == "" {
+					t.Errorf("%s: no build argument %s", name, arg)
+				} else {
+					standsIn(v, args[arg])
+				}
+			}
+			for arg := range s.Build.Args {
+				if _, ok := args[arg]; !ok {
+					t.Errorf("%s: build argument %s is not an ARG of the Dockerfile", name, arg)
+				}
+			}
+		}
+		// Nothing but the images changes.
+		s.Image, up.Image, s.Build, up.Build = "", "", nil, nil
+		if !reflect.DeepEqual(s, up) {
+			t.Errorf("%s: compose/standins.yaml changes more than its image", name)
+		}
+	}
+	if len(standin.Services) != len(upstream.Services) {
+		t.Errorf("compose/standins.yaml adds services")
+	}
 }
