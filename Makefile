@@ -20,7 +20,7 @@ CONTAINERD_MODULE  := github.com/containerd/containerd/v2
 CONTAINERD_VERSION := $(shell $(GO) list -m -f '{{.Version}}' $(CONTAINERD_MODULE) 2>/dev/null)
 LDFLAGS += -X $(CONTAINERD_MODULE)/version.Version=$(CONTAINERD_VERSION:v%=%)
 
-.PHONY: run build runtime test test-deps test-deps-helm test-deps-kubectl test-ha vet fmt bench bench-compare bench-net bench-shim image conformance
+.PHONY: run build runtime test test-deps test-deps-helm test-deps-kubectl test-ha vet fmt bench bench-compare bench-net bench-shim image conformance test-compose
 
 build: runtime
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/sqlkube ./cmd/sqlkube
@@ -160,6 +160,14 @@ DOCKER ?= docker
 
 image:
 	$(DOCKER) build --build-arg VERSION=$(VERSION) -t $(IMAGE) .
+
+# test-compose runs docker-compose.yaml for real (compose/test.sh): up on
+# stand-in images (STANDINS=0: the upstream ones), kubectl through lb on
+# both servers, each server stopped in turn, down -v leaving nothing. It
+# needs Docker (as root it starts dockerd) and takes minutes, so it is not
+# part of make test; docs/compose.md has the figures.
+test-compose:
+	compose/test.sh
 
 bench: build
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./etcdshim/...
