@@ -188,7 +188,11 @@ if [ "$STANDINS" = 1 ]; then
 	if $missing; then
 		t=$(date +%s.%N)
 		log "building the stand-in images (compose/standins/build.sh)"
-		nice -n 15 compose/standins/build.sh
+		if ! nice -n 15 compose/standins/build.sh >"$tmp/standins.log" 2>&1; then
+			tail -30 "$tmp/standins.log"
+			fail "the stand-in images do not build"
+		fi
+		grep '^== .* in ' "$tmp/standins.log" | sed 's/^/    /'
 		figure "stand-in images build" "$(secs "$t") s"
 	fi
 fi

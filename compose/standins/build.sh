@@ -239,4 +239,4 @@ if ! have "$golang"; then
 	build "$golang" "$ctx"
 fi
 
-docker image ls --filter label=dev.sqlkube.standin-for --format '{{.Repository}}:{{.Tag}}\t{{.Size}}'
+docker image ls --format '{{.Repository}}:{{.Tag}}\t{{.Size}}' 'sqlkube-standin/*'
