@@ -59,7 +59,6 @@ made_netns=false
 stack_up=false
 owns_data=false
 chowned=()
-old_image=""
 cleanup() {
 	local rc=$?
 	set +e
@@ -89,11 +88,13 @@ cleanup() {
 		done
 		# dockerd leaves its default bridge and a mount of the host's
 		# network namespace behind.
-		if ! kill -0 "$dockerd_pid" 2>/dev/null; then
+		if kill -0 "$dockerd_pid" 2>/dev/null; then
+			log "the dockerd this run started (pid $dockerd_pid) has not stopped in 30 s"
+		else
 			if $made_docker0; then ip link delete docker0 2>/dev/null; fi
 			if $made_netns; then umount /run/docker/netns/default 2>/dev/null; fi
+			log "stopped the dockerd this run started"
 		fi
-		log "stopped the dockerd this run started"
 	fi
 	rm -rf "$tmp"
 	if [ "$rc" = 0 ]; then
@@ -119,6 +120,7 @@ restarts() {
 		done
 	done
 }
+
 # clean_data_dirs removes what the servers wrote into compose/server-*/
 # (their data directories, bind-mounted), keeping the .gitignore.
 clean_data_dirs() {
