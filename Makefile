@@ -20,9 +20,17 @@ CONTAINERD_MODULE  := github.com/containerd/containerd/v2
 CONTAINERD_VERSION := $(shell $(GO) list -m -f '{{.Version}}' $(CONTAINERD_MODULE) 2>/dev/null)
 LDFLAGS += -X $(CONTAINERD_MODULE)/version.Version=$(CONTAINERD_VERSION:v%=%)
 
-.PHONY: run build runtime test test-deps test-deps-helm test-deps-kubectl test-ha vet fmt bench bench-compare bench-net bench-shim image conformance test-compose
+.PHONY: run build sqlkube runtime node-deps test test-deps test-deps-helm test-deps-kubectl test-ha vet fmt bench bench-compare bench-net bench-shim image conformance test-compose
 
-build: runtime
+# build builds bin/sqlkube, and the node's runc shim and runc beside it
+# where this machine can build them (runc needs libseccomp's headers):
+# the control plane never needs them, so a machine without the headers
+# gets sqlkube and one line on what the node needs.
+build: sqlkube
+	@if [ -e "$(SECCOMP_HEADER)" ]; then $(MAKE) --no-print-directory runtime; \
+	 else echo "make: the node's runc is not built: it needs libseccomp's headers (Debian: apt-get install libseccomp-dev, then make runtime); sqlkube runs the control plane without a node"; fi
+
+sqlkube:
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/sqlkube ./cmd/sqlkube
 
 # runtime builds the two programs sqlkube's containerd runs pods with into
@@ -37,6 +45,8 @@ build: runtime
 # each build takes about a minute on 2 cores with a warm module cache.
 RUNTIME_DIR ?= $(CURDIR)/bin
 RUNC_VERSION ?=
+# SECCOMP_HEADER is libseccomp's header that runc's seccomp build needs.
+SECCOMP_HEADER ?= /usr/include/seccomp.h
 
 runtime:
 	@set -e; mkdir -p "$(RUNTIME_DIR)"; \
@@ -54,7 +64,7 @@ runtime:
 	  fi; \
 	  if ! have runc $$rv; then \
 	    echo "building runc $$rv into $(RUNTIME_DIR)"; \
-	    [ -e /usr/include/seccomp.h ] || { echo "runc needs libseccomp's headers (Debian: apt-get install libseccomp-dev)"; exit 1; }; \
+	    [ -e "$(SECCOMP_HEADER)" ] || { echo "runc needs libseccomp's headers (Debian: apt-get install libseccomp-dev)"; exit 1; }; \
 	    (cd / && GOFLAGS= CGO_ENABLED=1 GOBIN="$(RUNTIME_DIR)" $(GO) install -tags "seccomp urfave_cli_no_docs" \
 	      github.com/opencontainers/runc@$$rv); \
 	  fi
@@ -62,30 +72,50 @@ runtime:
 # RUN_ARGS are extra flags for the server, e.g. RUN_ARGS=--fake-nodes=3.
 RUN_ARGS ?=
 
-run: build
+# run installs what this host's node needs when it is missing and we
+# may (root with apt-get: node-deps), builds, and runs the server. Without
+# root, or without what the node needs, the server runs the control plane
+# and says in one line what the node would need.
+run: node-deps build
 	./bin/sqlkube server $(RUN_ARGS)
+
+# NODE_PACKAGES are what this host's node needs, as BINARY:DEBIAN-PACKAGE
+# pairs: libseccomp's headers (make runtime builds runc with them;
+# containerd is sqlkube's own, with the shim and runc of make runtime,
+# never Debian's), the CNI plugins, and iptables and nftables for the pod
+# network and kube-proxy. node-deps installs the missing ones as root
+# with apt-get; elsewhere it does nothing (the node is root's only).
+NODE_PACKAGES = $(SECCOMP_HEADER):libseccomp-dev /usr/lib/cni/bridge:containernetworking-plugins \
+	iptables:iptables nft:nftables
+# NODE_DEPS=skip leaves the machine as it is (make run's test uses it).
+NODE_DEPS ?= install
+
+node-deps:
+	@[ "$(NODE_DEPS)" = install ] && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 || exit 0; \
+	for pair in $(NODE_PACKAGES); do \
+	  bin=$${pair%%:*}; pkg=$${pair#*:}; \
+	  { command -v $$bin || [ -e $$bin ]; } >/dev/null 2>&1 && continue; \
+	  echo "installing $$pkg ($$bin) for this host's node"; \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$pkg) >/dev/null 2>&1 || \
+	    echo "could not install $$pkg: the server runs without a node"; \
+	done
 
 # test-deps installs what the tests drive when it is missing and we may
 # install (root with apt), as BINARY:DEBIAN-PACKAGE pairs: etcdctl for the
 # end-to-end tests, the etcd server for the datastore migration tests' etcd
-# legs, and for the real-node tests libseccomp's headers (make runtime
-# builds runc with them; containerd is sqlkube's own, with the shim and
-# runc of make runtime, never Debian's), the CNI plugins and a static
-# busybox (the tests build their image from it), and iptables and nftables
-# for the nodes' pod network and kube-proxy. Under CI=true a missing tool
-# is an error here and a failure in those tests; elsewhere they skip with
-# a line.
-TEST_PACKAGES = etcdctl:etcd-client etcd:etcd-server /usr/include/seccomp.h:libseccomp-dev \
-	/usr/lib/cni/bridge:containernetworking-plugins /bin/busybox:busybox-static \
-	iptables:iptables nft:nftables
+# legs, a static busybox (the real-node tests build their image from it),
+# and what the real-node tests' nodes need (NODE_PACKAGES). Under CI=true a
+# missing tool is an error here and a failure in those tests; elsewhere
+# they skip with a line.
+TEST_PACKAGES = etcdctl:etcd-client etcd:etcd-server /bin/busybox:busybox-static $(NODE_PACKAGES)
 
 test-deps:
 	@for pair in $(TEST_PACKAGES); do \
 	  bin=$${pair%%:*}; pkg=$${pair#*:}; \
-	  { command -v $$bin || [ -x $$bin ]; } >/dev/null 2>&1 && continue; \
+	  { command -v $$bin || [ -e $$bin ]; } >/dev/null 2>&1 && continue; \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	    echo "installing $$pkg ($$bin) for the tests"; \
-	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$pkg) >/dev/null || \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$pkg) >/dev/null 2>&1 || \
 	      { [ "$$CI" = true ] && exit 1; echo "could not install $$pkg: its tests will skip"; }; \
 	  elif [ "$$CI" = true ]; then echo "$$bin not found and cannot install $$pkg (CI=true)"; exit 1; \
 	  else echo "$$bin not found: install Debian's $$pkg; its tests will skip"; fi; \

@@ -120,8 +120,11 @@ func checkReadmeCommands(t *testing.T, readme string) {
 	if recipe := makeRecipe(string(makefile), "run"); !slices.Equal(recipe, []string{"./bin/sqlkube server $(RUN_ARGS)"}) {
 		t.Errorf("the Makefile's run target runs %q; TestReadme_QuickStart starts `sqlkube server RUN_ARGS` in its place and must follow it", recipe)
 	}
-	if recipe := makeRecipe(string(makefile), "build"); len(recipe) != 1 || !strings.Contains(recipe[0], "-o bin/sqlkube ./cmd/sqlkube") {
-		t.Errorf("the Makefile's build target runs %q; the README runs ./bin/sqlkube", recipe)
+	if recipe := makeRecipe(string(makefile), "sqlkube"); len(recipe) != 1 || !strings.Contains(recipe[0], "-o bin/sqlkube ./cmd/sqlkube") {
+		t.Errorf("the Makefile's sqlkube target runs %q; the README runs ./bin/sqlkube", recipe)
+	}
+	if !regexp.MustCompile(`(?m)^run: node-deps build$`).Match(makefile) || !regexp.MustCompile(`(?m)^build: sqlkube$`).Match(makefile) {
+		t.Errorf("the Makefile's run target does not build sqlkube through build (make run: node-deps build; build: sqlkube)")
 	}
 	ci, err := os.ReadFile("../../.ci/run")
 	if err != nil {

@@ -69,6 +69,20 @@ const defaultClusterDNS = "10.96.0.10"
 // install the CNI plugins.
 var cniBinDirs = []string{"/usr/lib/cni", "/opt/cni/bin"}
 
+// errNoCNI says what a node without the CNI plugins needs.
+var errNoCNI = errors.New("the CNI plugins are missing (Debian: apt-get install containernetworking-plugins)")
+
+// cniBinDir is the first of cniBinDirs that holds the CNI plugins ("" if
+// none does).
+func cniBinDir() string {
+	for _, d := range cniBinDirs {
+		if _, err := os.Stat(filepath.Join(d, "bridge")); err == nil {
+			return d
+		}
+	}
+	return ""
+}
+
 // runLocalNode starts containerd (unless an endpoint is given) and the
 // kubelet for this host (in a child process, kubelet.Run), registered as
 // system:node:NAME with a certificate from the cluster's client CA,
@@ -82,8 +96,18 @@ func runLocalNode(ctx context.Context, f localNodeFlags, dataDir, apiURL string,
 	}
 	var rt containerd.Runtime
 	if f.runtimeEndpoint == "" {
+		// Everything the node lacks, in one line: a machine without it
+		// (no root, runc not built) is a normal place to run the
+		// control plane, so this is no warning.
+		var why []string
 		if rt, err = containerd.Missing(runtimeDirs()...); err != nil {
-			log.Warn().Msgf("no node for this host: %v; the control plane runs without one (--disable-node silences this)", err)
+			why = append(why, err.Error())
+		}
+		if cniBinDir() == "" {
+			why = append(why, errNoCNI.Error())
+		}
+		if len(why) > 0 {
+			log.Info().Msgf("no node for this host, the control plane runs without one: %s (as root, make run installs and builds what it needs; --disable-node silences this)", strings.Join(why, "; "))
 			return nil
 		}
 	}
@@ -180,15 +204,9 @@ func startRuntime(ctx context.Context, f localNodeFlags, rt containerd.Runtime, 
 	nodeDir := nodeDirOf(dataDir)
 	endpoint := f.runtimeEndpoint
 	if endpoint == "" {
-		cniBin := ""
-		for _, d := range cniBinDirs {
-			if _, err := os.Stat(filepath.Join(d, "bridge")); err == nil {
-				cniBin = d
-				break
-			}
-		}
+		cniBin := cniBinDir()
 		if cniBin == "" {
-			log.Warn().Msg("no node for this host: the CNI plugins are missing (Debian: apt-get install containernetworking-plugins); the control plane runs without one")
+			log.Warn().Msgf("no node for this host: %v", errNoCNI)
 			return "", func() {}, nil
 		}
 		// The configuration is written once the node has its pod CIDR

@@ -157,7 +157,7 @@ func TestFind_Missing(t *testing.T) {
 	if !errors.Is(err, ErrNoRuntime) {
 		t.Fatalf("Find with nothing anywhere: %v", err)
 	}
-	for _, want := range []string{ShimName + " not found", RuncName + " not found", dir, "make build"} {
+	for _, want := range []string{ShimName + " not found", RuncName + " not found", dir, "make runtime", "libseccomp-dev"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("the error %q does not say %q", err, want)
 		}

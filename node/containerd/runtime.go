@@ -69,22 +69,24 @@ func Find(dirs ...string) (Runtime, error) {
 		if len(dirs) > 0 {
 			where = "in " + strings.Join(dirs, ", ") + " or on PATH"
 		}
-		return r, fmt.Errorf("%w: %s (looked %s; `make build` builds both beside sqlkube)", ErrNoRuntime, strings.Join(why, "; "), where)
+		return r, fmt.Errorf("%w: %s (looked %s; `make runtime` builds both beside sqlkube; runc needs libseccomp-dev)", ErrNoRuntime, strings.Join(why, "; "), where)
 	}
 	return r, nil
 }
 
 // Missing explains what is missing to run containers here with the
-// runtime binaries in dirs or on PATH (Find), and the Runtime found.
+// runtime binaries in dirs or on PATH (Find), and the Runtime found: root,
+// and the shim and runc, all of it in one error.
 func Missing(dirs ...string) (Runtime, error) {
 	r, err := Find(dirs...)
-	if err != nil {
-		return r, err
-	}
 	if os.Geteuid() != 0 {
-		return r, errors.New("running containers needs root (sqlkube runs containerd and the kubelet itself)")
+		root := errors.New("running containers needs root (sqlkube runs containerd and the kubelet itself)")
+		if err != nil {
+			return r, fmt.Errorf("%w; %w", root, err)
+		}
+		return r, root
 	}
-	return r, nil
+	return r, err
 }
 
 // ShimVersion is the version a runc shim reports (-v), e.g. "2.4.2".
