@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -88,4 +89,33 @@ func EnsureRBAC(ctx context.Context, cs kubernetes.Interface) error {
 		return fmt.Errorf("cluster role binding %s: %w", binding.Name, err)
 	}
 	return nil
+}
+
+// Authorized reports whether CoreDNS, through cfg (ClientConfig's), may
+// already list everything its ClusterRole names: the API server's RBAC
+// authorizer learns of a new binding through its informers, a moment
+// after EnsureRBAC has made it, and CoreDNS's informers started before
+// then would warn that they are forbidden.
+func Authorized(ctx context.Context, cfg *rest.Config) (bool, error) {
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return false, err
+	}
+	for _, rule := range ClusterRole().Rules {
+		for _, group := range rule.APIGroups {
+			for _, resource := range rule.Resources {
+				review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
+					ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: "list", Group: group, Resource: resource},
+				}}
+				res, err := cs.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
+				if err != nil {
+					return false, err
+				}
+				if !res.Status.Allowed {
+					return false, nil
+				}
+			}
+		}
+	}
+	return true, nil
 }

@@ -17,7 +17,8 @@ import (
 
 // Run creates what a fresh cluster has: the system namespaces, the
 // system priority classes, the default ServiceCIDR, flow control's
-// default priority levels and flow schemas and Kubernetes' bootstrap RBAC policy
+// default priority levels and flow schemas, the legacy-token tracking
+// ConfigMap and Kubernetes' bootstrap RBAC policy
 // (reconciled at every start), and repairs stored Services that lack the
 // addresses every Service is created with (servicerepair.go). It is
 // idempotent.
@@ -45,6 +46,9 @@ func Run(ctx context.Context, c *Cluster) error {
 		return err
 	}
 	if err := ensureFlowControlDefaults(ctx, cs); err != nil {
+		return err
+	}
+	if err := ensureLegacyTokenTracking(ctx, cs); err != nil {
 		return err
 	}
 	repairServices(ctx, c)

@@ -96,11 +96,20 @@ func runClusterDNS(ctx context.Context, f dnsFlags, serviceIP, advertise net.IP,
 		return
 	}
 	// kube-system and RBAC come from the server's bootstrap; retry until
-	// they are there.
+	// they are there, and until the authorizer has seen CoreDNS's
+	// binding.
 	var lastErr error
-	err = wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-		lastErr = clusterdns.EnsureRBAC(ctx, cs)
-		return lastErr == nil, nil
+	made := false
+	err = wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		if !made {
+			if lastErr = clusterdns.EnsureRBAC(ctx, cs); lastErr != nil {
+				return false, nil
+			}
+			made = true
+		}
+		ok, err := clusterdns.Authorized(ctx, clusterdns.ClientConfig(loopback))
+		lastErr = err
+		return ok, nil
 	})
 	if err != nil {
 		if lastErr != nil {

@@ -182,3 +182,45 @@ func TestRouteKlog_Contextual(t *testing.T) {
 		t.Errorf("a verbosity check allocates %v times", n)
 	}
 }
+
+// TestRouteKlog_Quiet: error lines a route names are logged at debug
+// level, those with an until line only until it has been logged; a
+// cancelled context is never a warning; every other error line is one.
+func TestRouteKlog_Quiet(t *testing.T) {
+	var out bytes.Buffer
+	log, err := (&logFlags{level: "info", format: "json"}).logger(&out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	grace := quietGrace
+	quietGrace = 0
+	t.Cleanup(func() { quietGrace = grace })
+	routeKlogQuiet(log, nil, []quietLine{
+		{message: "node not there", until: "registered"},
+		{message: "no checkpoint", err: "not found"},
+	})
+	t.Cleanup(klog.ClearLogger)
+	logger := klog.Background().WithName("kubelet")
+	logger.Error(errors.New("node x not found"), "node not there")
+	logger.Error(errors.New("checkpoint is not found"), "no checkpoint")
+	logger.Error(errors.New("checksum mismatch"), "no checkpoint")
+	logger.Error(fmt.Errorf("watch: %w", context.Canceled), "Failed to watch")
+	klog.InfoS("registered", "node", "x")
+	logger.Error(errors.New("node x not found"), "node not there")
+	var got []string
+	for _, l := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("not JSON: %q", l)
+		}
+		got = append(got, fmt.Sprint(m["level"], " ", m["message"], " ", m["error"]))
+	}
+	want := []string{
+		"warn no checkpoint checksum mismatch",
+		"info registered <nil>",
+		"warn node not there node x not found",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}

@@ -95,6 +95,13 @@ func startNodeNetwork(ctx context.Context, f localNodeFlags, n nodeNetwork, log 
 // hidden `sqlkube kube-proxy`), to which kubeproxy.Run appends its flags.
 func kubeProxyCommand(log zerolog.Logger) []string { return childCommand(log, "kube-proxy", "--") }
 
+// kubeProxyQuiet are kube-proxy's warnings of what is normal at its
+// start, logged at debug level (docs/logging.md): its nftables proxier's
+// first sync lists the sets of its table before the table exists.
+var kubeProxyQuiet = []quietLine{
+	{message: "Failed to list existing sets", err: "no such file or directory"},
+}
+
 // newKubeProxyCommand is `sqlkube kube-proxy -- FLAGS`: Kubernetes'
 // kube-proxy with its own flags, in the process the node agent starts
 // for it (kubeproxy.Run), which may end on its own.
@@ -110,7 +117,7 @@ func newKubeProxyCommand(lf *logFlags) *cobra.Command {
 			}
 			// Why kube-proxy ends itself, at info level: its supervisor
 			// reads it (kubeproxy.Notices).
-			routeKlog(log, kubeproxy.Notices...)
+			routeKlogQuiet(log, kubeproxy.Notices, kubeProxyQuiet)
 			ctx, stop := signalContext(cmd.Context())
 			defer stop()
 			return kubeproxy.RunInProcess(ctx, args)

@@ -33,6 +33,7 @@ import (
 
 	"github.com/rs/zerolog"
 	"github.com/spf13/pflag"
+	"golang.org/x/sys/unix"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	cliflag "k8s.io/component-base/cli/flag"
@@ -352,9 +353,28 @@ func RunInProcess(ctx context.Context, o Options) error {
 			return err
 		}
 	}
+	s.MaxOpenFiles = openFilesLimit(s.MaxOpenFiles, o.Log)
 	deps, err := app.UnsecuredDependencies(ctx, s, utilfeature.DefaultFeatureGate)
 	if err != nil {
 		return fmt.Errorf("kubelet dependencies: %w", err)
 	}
 	return app.Run(ctx, s, deps, utilfeature.DefaultFeatureGate)
+}
+
+// openFilesLimit is the open-files limit the kubelet sets for itself
+// (its maxOpenFiles, 1,000,000 by default): want, or this process's hard
+// limit where the process may not raise it that far (a container without
+// CAP_SYS_RESOURCE), which the kubelet can then set without failing.
+func openFilesLimit(want int64, log zerolog.Logger) int64 {
+	var lim unix.Rlimit
+	if want <= 0 || unix.Getrlimit(unix.RLIMIT_NOFILE, &lim) != nil || lim.Max >= uint64(want) {
+		return want
+	}
+	raised := unix.Rlimit{Cur: lim.Cur, Max: uint64(want)}
+	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &raised); err == nil {
+		return want
+	}
+	log.Info().Int64("maxOpenFiles", want).Uint64("limit", lim.Max).
+		Msg("the kubelet's open-files limit is this process's hard limit: it may not raise it to maxOpenFiles here")
+	return int64(lim.Max)
 }
