@@ -63,12 +63,13 @@ func Latest(d Dialect) (uint, error) {
 	return uint(versions[len(versions)-1]), nil
 }
 
-// newMigrate builds a migrate instance over db. Closing the returned instance
-// closes db, so callers hand it a connection pool of its own.
-func newMigrate(db *sql.DB, d Dialect) (*migrate.Migrate, error) {
+// newMigrate builds a migrate instance over db, and returns its database
+// driver too. Closing the returned instance closes db, so callers hand it
+// a connection pool of its own.
+func newMigrate(db *sql.DB, d Dialect) (*migrate.Migrate, database.Driver, error) {
 	src, err := iofs.New(files, string(d))
 	if err != nil {
-		return nil, fmt.Errorf("migrations: source: %w", err)
+		return nil, nil, fmt.Errorf("migrations: source: %w", err)
 	}
 	var drv database.Driver
 	switch d {
@@ -79,22 +80,22 @@ func newMigrate(db *sql.DB, d Dialect) (*migrate.Migrate, error) {
 	case MySQL:
 		drv, err = migratemysql.WithInstance(db, &migratemysql.Config{})
 	default:
-		return nil, fmt.Errorf("migrations: unknown dialect %q", d)
+		return nil, nil, fmt.Errorf("migrations: unknown dialect %q", d)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("migrations: driver: %w", err)
+		return nil, nil, fmt.Errorf("migrations: driver: %w", err)
 	}
 	m, err := migrate.NewWithInstance("iofs", src, string(d), drv)
 	if err != nil {
-		return nil, fmt.Errorf("migrations: %w", err)
+		return nil, nil, fmt.Errorf("migrations: %w", err)
 	}
-	return m, nil
+	return m, drv, nil
 }
 
 // Version reports the schema version of the database behind db (0 when no
 // migration has run) and whether a migration failed half-way. It closes db.
 func Version(db *sql.DB, d Dialect) (version uint, dirty bool, err error) {
-	m, err := newMigrate(db, d)
+	m, _, err := newMigrate(db, d)
 	if err != nil {
 		return 0, false, err
 	}
@@ -123,12 +124,12 @@ func Down(db *sql.DB, d Dialect) error {
 
 // run checks the database's version, then applies step.
 func run(db *sql.DB, d Dialect, name string, step func(*migrate.Migrate) error) error {
-	m, err := newMigrate(db, d)
+	m, drv, err := newMigrate(db, d)
 	if err != nil {
 		return err
 	}
 	defer m.Close()
-	if err := checkVersion(m, d); err != nil {
+	if err := checkVersion(m, drv, d); err != nil {
 		return err
 	}
 	if err := step(m); err != nil && !errors.Is(err, migrate.ErrNoChange) {
@@ -137,12 +138,24 @@ func run(db *sql.DB, d Dialect, name string, step func(*migrate.Migrate) error) 
 	return nil
 }
 
-func checkVersion(m *migrate.Migrate, d Dialect) error {
+// checkVersion refuses a database newer than this binary or left dirty. It
+// reads the version holding migrate's lock (an advisory lock on
+// PostgreSQL, GET_LOCK on MySQL), which a migration holds while it runs:
+// a version marked dirty there is one a migration left half-way, not one
+// another server is migrating now (two servers starting on a new
+// database). The lock is released before step takes it again.
+func checkVersion(m *migrate.Migrate, drv database.Driver, d Dialect) error {
 	latest, err := Latest(d)
 	if err != nil {
 		return err
 	}
+	if err := drv.Lock(); err != nil {
+		return fmt.Errorf("migrations: lock: %w", err)
+	}
 	v, dirty, err := m.Version()
+	if uerr := drv.Unlock(); uerr != nil && err == nil {
+		return fmt.Errorf("migrations: unlock: %w", uerr)
+	}
 	if errors.Is(err, migrate.ErrNilVersion) {
 		return nil
 	}

@@ -314,3 +314,33 @@ func TestStore_Migrations(t *testing.T) {
 		}
 	})
 }
+
+// TestMigrate_Concurrent: servers that start together on a new database
+// migrate it together: every one succeeds, none takes the version another
+// is writing for a migration that failed half-way (dirty).
+func TestMigrate_Concurrent(t *testing.T) {
+	sqltest.Run(t, func(t *testing.T, b sqltest.Backend) {
+		if b.Name == sqltest.SQLite {
+			t.Skip("one process writes a SQLite file")
+		}
+		ctx := context.Background()
+		for round := range 3 {
+			dsn := b.NewDSN(t)
+			errs := make(chan error, 6)
+			var wg sync.WaitGroup
+			for range cap(errs) {
+				wg.Go(func() {
+					_, err := sqlstore.Migrate(ctx, dsn)
+					errs <- err
+				})
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				if err != nil {
+					t.Errorf("round %d: Migrate beside others: %v", round, err)
+				}
+			}
+		}
+	})
+}
