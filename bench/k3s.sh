@@ -24,10 +24,15 @@
 #     (nothing of it is left under /etc/rancher or /var/lib/rancher)
 #   sqlkube server --disable-node --disable-dns --data-dir DIR --secure-port 0
 #
-# The machine may be shared: before each round the script waits up to
+# The machine may be shared: before each run the script waits up to
 # LOAD_WAIT seconds (default 600) for the 1-minute load average to fall
-# below LOAD_MAX (default 1.5), and prints the load at each run's start.
+# below LOAD_MAX (default 1.5), and prints the load at the run's start and
+# how long it waited.
 # KEEP=1 keeps the data directories and logs (under a printed path).
+# K3S_ARGS adds flags to every k3s server (split on spaces), e.g. its
+# controller manager's and scheduler's client rates:
+#   K3S_ARGS="--kube-controller-manager-arg=kube-api-qps=5000 --kube-controller-manager-arg=kube-api-burst=10000
+#             --kube-scheduler-arg=kube-api-qps=5000 --kube-scheduler-arg=kube-api-burst=10000"
 #
 # Not measured: pod startup on a real node. Beside the containerd built
 # into its binary, k3s's agent needs runc, the containerd shim and the CNI
@@ -75,7 +80,8 @@ trap 'exit 130' INT TERM
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 load1() { cut -d' ' -f1 /proc/loadavg; }
-rules() { { iptables-save 2>/dev/null; ip6tables-save 2>/dev/null; } | grep -v '^#' | sort | md5sum | cut -c1-12; }
+# rules: this host's iptables rules and chains, without counters.
+rules() { { iptables-save 2>/dev/null; ip6tables-save 2>/dev/null; } | grep -v '^#' | sed 's/ \[[0-9]*:[0-9]*\]$//' | sort; }
 
 if [ -n "${SQLKUBE_BIN:-}" ]; then
   sqlkube="$SQLKUBE_BIN"
@@ -89,15 +95,26 @@ fi
 echo "k3s: $K3S_BIN: $("$K3S_BIN" --version 2>&1 | head -1)"
 echo "sqlkube: $sqlkube: $("$sqlkube" version 2>&1 | head -1)"
 echo "machine: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(uname -r)"
-echo "bench control-plane flags: ${*:-(defaults)}"
+echo "bench control-plane flags: ${*:-(defaults)}; K3S_ARGS: ${K3S_ARGS:-(none)}"
 : >"$results"
+
+# wait_load: wait up to $load_wait seconds for the 1-minute load average
+# to fall below $load_max; prints the seconds waited.
+wait_load() {
+  local waited=0
+  while awk -v l="$(load1)" -v m="$load_max" 'BEGIN { exit !(l >= m) }' && [ "$waited" -lt "$load_wait" ]; do
+    sleep 10; waited=$((waited + 10))
+  done
+  echo "$waited"
+}
 
 # run ROUND PEER: one server of PEER on a new data directory, measured.
 run() {
-  local round="$1" peer="$2" dir="$work/$2-$1" kubeconfig line rules0 status=0
+  local round="$1" peer="$2" dir="$work/$2-$1" kubeconfig line status=0 waited
   shift 2
+  waited="$(wait_load)"
   mkdir -p "$dir"
-  rules0="$(rules)"
+  rules >"$dir/rules.before"
   local load_at_start; load_at_start="$(cut -d' ' -f1-3 /proc/loadavg)"
   case "$peer" in
     k3s)
@@ -115,7 +132,7 @@ run() {
         --https-listen-port "$https" --apiserver-port "$api" \
         --kube-controller-manager-arg "secure-port=$kcm" --kube-scheduler-arg "secure-port=$sched" \
         --disable-agent --flannel-backend=none --disable-cloud-controller --disable-network-policy \
-        --disable=coredns,traefik,servicelb,local-storage,metrics-server >"$dir/server.log" 2>&1) &
+        --disable=coredns,traefik,servicelb,local-storage,metrics-server ${K3S_ARGS:-} >"$dir/server.log" 2>&1) &
       server=$! ;;
     sqlkube)
       kubeconfig="$dir/data/kubeconfig"
@@ -130,9 +147,13 @@ run() {
   line="$(cat "$dir/bench.out")"
   local kids; kids="$(pgrep -P "$server" | tr '\n' ' ' || true)"
   stop "$server"; server=""
-  printf 'round %s\t%s\t%s\tload at start %s\n' "$round" "$peer" "$line" "$load_at_start"
+  printf 'round %s\t%s\t%s\tload at start %s (waited %ss)\n' "$round" "$peer" "$line" "$load_at_start" "$waited"
   [ -z "$kids" ] || echo "  note: the $peer server had child processes: $kids"
-  [ "$(rules)" = "$rules0" ] || echo "  note: iptables rules changed during the $peer run (left as they are)"
+  # Another user of the machine (a kubelet, docker) may change them too.
+  rules >"$dir/rules.after"
+  if ! cmp -s "$dir/rules.before" "$dir/rules.after"; then
+    echo "  note: iptables changed during the $peer run (left as they are): $(diff "$dir/rules.before" "$dir/rules.after" | grep '^[<>]' | head -3 | tr '\n' ' ')"
+  fi
   if [ "$status" != 0 ]; then
     echo "  $peer run failed (exit $status); last lines of its logs:"; tail -n 5 "$dir/bench.log" "$dir/server.log" | sed "s/^/  /" || true
   else
@@ -143,11 +164,6 @@ run() {
 
 start=$(date +%s)
 for r in $(seq 1 "$rounds"); do
-  waited=0
-  while awk -v l="$(load1)" -v m="$load_max" 'BEGIN { exit !(l >= m) }' && [ "$waited" -lt "$load_wait" ]; do
-    sleep 10; waited=$((waited + 10))
-  done
-  echo "round $r: load average $(cut -d' ' -f1-3 /proc/loadavg) after waiting ${waited}s for the 1-minute figure to fall below $load_max"
   order="k3s sqlkube"; [ $((r % 2)) = 0 ] && order="sqlkube k3s"
   for peer in $order; do run "$r" "$peer" "$@"; done
 done
