@@ -47,7 +47,7 @@ func (s Setup) RunIdle(ctx context.Context, nodes int, warmup, window time.Durat
 	if err := WaitReadyNodes(ctx, cs, nodes); err != nil {
 		return nil, err
 	}
-	if err := sleep(ctx, warmup); err != nil {
+	if err := Sleep(ctx, warmup); err != nil {
 		return nil, err
 	}
 	pid := srv.Pid()
@@ -60,7 +60,7 @@ func (s Setup) RunIdle(ctx context.Context, nodes int, warmup, window time.Durat
 			return out, err
 		}
 		t0 := time.Now()
-		if err := sleep(ctx, window); err != nil {
+		if err := Sleep(ctx, window); err != nil {
 			return out, err
 		}
 		after, err := CPUTime(pid)
@@ -85,7 +85,8 @@ func (s Setup) RunIdle(ctx context.Context, nodes int, warmup, window time.Durat
 	return out, nil
 }
 
-func sleep(ctx context.Context, d time.Duration) error {
+// Sleep waits d, or until ctx ends (its error then).
+func Sleep(ctx context.Context, d time.Duration) error {
 	select {
 	case <-ctx.Done():
 		return ctx.Err()

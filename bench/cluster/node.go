@@ -141,7 +141,7 @@ func (s Setup) RunNode(ctx context.Context, pods, workers int, rate float64, idl
 	start := time.Now()
 	err = parallelN(ctx, pods, workers, func(ctx context.Context, i int) error {
 		if rate > 0 { // pod i is created at start + i/rate
-			if err := sleep(ctx, time.Until(start.Add(time.Duration(float64(i)/rate*float64(time.Second))))); err != nil {
+			if err := Sleep(ctx, time.Until(start.Add(time.Duration(float64(i)/rate*float64(time.Second))))); err != nil {
 				return err
 			}
 		}
@@ -193,7 +193,7 @@ func (s Setup) RunNode(ctx context.Context, pods, workers int, rate float64, idl
 		return res, err
 	}
 	ctrPid := containerdPid(filepath.Join(srv.DataDir, "containerd"))
-	if err := sleep(ctx, warmup); err != nil {
+	if err := Sleep(ctx, warmup); err != nil {
 		return res, err
 	}
 	samples, err := measure(ctx, window, srv.Pid(), kubeletPid(srv.DataDir), ctrPid)
@@ -208,7 +208,7 @@ func (s Setup) RunNode(ctx context.Context, pods, workers int, rate float64, idl
 		return res, err
 	}
 	defer stop()
-	if err := sleep(ctx, warmup); err != nil {
+	if err := Sleep(ctx, warmup); err != nil {
 		return res, err
 	}
 	samples, err = measure(ctx, window, bare.Pid())
@@ -228,7 +228,7 @@ func measure(ctx context.Context, window time.Duration, pids ...int) ([]IdleSamp
 		}
 	}
 	t0 := time.Now()
-	if err := sleep(ctx, window); err != nil {
+	if err := Sleep(ctx, window); err != nil {
 		return nil, err
 	}
 	out := make([]IdleSample, len(pids))
@@ -280,7 +280,7 @@ func waitRunning(ctx context.Context, cs kubernetes.Interface, n int) error {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("%d of %d pods Running after 5 minutes", got, n)
 		}
-		if err := sleep(ctx, 200*time.Millisecond); err != nil {
+		if err := Sleep(ctx, 200*time.Millisecond); err != nil {
 			return err
 		}
 	}
@@ -302,7 +302,7 @@ func cleanupPods(cs kubernetes.Interface) error {
 		if len(list.Items) == 0 {
 			return nil
 		}
-		if err := sleep(ctx, 200*time.Millisecond); err != nil {
+		if err := Sleep(ctx, 200*time.Millisecond); err != nil {
 			return fmt.Errorf("pods still there: %d", len(list.Items))
 		}
 	}

@@ -134,20 +134,16 @@ func runControlPlane(ctx context.Context, r *controlPlaneRun, o controlPlaneOpti
 	}
 	r.ready = time.Since(started)
 
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-time.After(o.warmup):
+	if err := cluster.Sleep(ctx, o.warmup); err != nil {
+		return err
 	}
 	cpu0, err := cluster.CPUTime(o.pid)
 	if err != nil {
 		return err
 	}
 	t0 := time.Now()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-time.After(o.idle):
+	if err := cluster.Sleep(ctx, o.idle); err != nil {
+		return err
 	}
 	cpu1, err := cluster.CPUTime(o.pid)
 	if err != nil {
