@@ -3,9 +3,11 @@ package etcdshim
 import (
 	"context"
 	"crypto/tls"
+	"fmt"
 	"hash/fnv"
 	"math"
 	"net"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"time"
@@ -14,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -54,7 +57,8 @@ type Options struct {
 	// ProgressNotifyInterval is how often idle watches asking for progress
 	// notifications get one (etcd: 10 minutes).
 	ProgressNotifyInterval time.Duration
-	// Registerer, if set, receives RPC metrics.
+	// Registerer, if set, receives RPC metrics (latency, watch streams,
+	// recovered handler panics).
 	Registerer prometheus.Registerer
 }
 
@@ -69,6 +73,7 @@ type Server struct {
 	clusterID uint64
 	rpcTime   *prometheus.HistogramVec
 	watchers  prometheus.Gauge
+	panics    *prometheus.CounterVec
 
 	// stopping ends when Stop begins; long-lived streams (watch, lease
 	// keepalive) end with it, so GracefulStop does not wait for them.
@@ -108,11 +113,16 @@ func New(opts Options) *Server {
 		watchers: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: "sqlkube", Subsystem: "etcd", Name: "watch_streams", Help: "Open watch streams.",
 		}),
+		panics: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "sqlkube", Subsystem: "etcd", Name: "handler_panics_total",
+			Help: "Panics recovered in etcd API handlers (each answered with code Internal), by method.",
+		}, []string{"method"}),
 	}
 	s.stopping, s.stop = context.WithCancel(context.Background())
 	if opts.Registerer != nil {
 		_ = opts.Registerer.Register(s.rpcTime)
 		_ = opts.Registerer.Register(s.watchers)
+		_ = opts.Registerer.Register(s.panics)
 	}
 	gopts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(maxRecvBytes),
@@ -167,21 +177,50 @@ func (s *Server) header(rev int64) *pb.ResponseHeader {
 	return &pb.ResponseHeader{ClusterId: s.clusterID, MemberId: s.memberID, Revision: rev, RaftTerm: 1}
 }
 
-func (s *Server) unaryInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+// unaryInterceptor times every call and turns a panic in a handler into
+// an error (see recovered) instead of a dead process.
+func (s *Server) unaryInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
 	start := time.Now()
-	resp, err := handler(ctx, req)
-	s.rpcTime.WithLabelValues(methodName(info.FullMethod), status.Code(err).String()).Observe(time.Since(start).Seconds())
-	if err != nil && s.log.GetLevel() <= zerolog.DebugLevel {
-		s.log.Debug().Str("method", info.FullMethod).Err(err).Msg("rpc failed")
-	}
-	return resp, err
+	method := methodName(info.FullMethod)
+	defer func() {
+		if r := recover(); r != nil {
+			resp, err = nil, s.recovered(method, r)
+		}
+		s.rpcTime.WithLabelValues(method, status.Code(err).String()).Observe(time.Since(start).Seconds())
+		if err != nil && s.log.GetLevel() <= zerolog.DebugLevel {
+			s.log.Debug().Str("method", info.FullMethod).Err(err).Msg("rpc failed")
+		}
+	}()
+	return handler(ctx, req)
 }
 
-func (s *Server) streamInterceptor(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+// streamInterceptor is unaryInterceptor for streams. It recovers panics in
+// the handler's own goroutine; the goroutines a handler starts recover
+// their own (see watchStream.recoverPanic).
+func (s *Server) streamInterceptor(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) (err error) {
 	start := time.Now()
-	err := handler(srv, ss)
-	s.rpcTime.WithLabelValues(methodName(info.FullMethod), status.Code(err).String()).Observe(time.Since(start).Seconds())
-	return err
+	method := methodName(info.FullMethod)
+	defer func() {
+		if r := recover(); r != nil {
+			err = s.recovered(method, r)
+		}
+		s.rpcTime.WithLabelValues(method, status.Code(err).String()).Observe(time.Since(start).Seconds())
+	}()
+	return handler(srv, ss)
+}
+
+// errPanicked answers a call whose handler panicked. It is the only
+// Internal this package answers: a handler that meets bad input answers
+// InvalidArgument or etcd's own error.
+var errPanicked = status.Error(codes.Internal, "etcdserver: internal error (sqlkube recovered a panic; see the server's log)")
+
+// recovered logs a recovered panic with its stack, counts it by method and
+// returns errPanicked.
+func (s *Server) recovered(method string, r any) error {
+	s.panics.WithLabelValues(method).Inc()
+	s.log.Error().Str("method", method).Str("panic", fmt.Sprint(r)).Str("stack", string(debug.Stack())).
+		Msg("etcd API handler panicked; answered Internal")
+	return errPanicked
 }
 
 func methodName(full string) string {

@@ -38,6 +38,9 @@ type watchStream struct {
 	// An item is sent as a whole: the fragments of one revision travel
 	// together, since clients drop responses that come between them.
 	out chan []*pb.WatchResponse
+	// panicked carries the error that ends the stream when one of its
+	// goroutines recovered a panic (see recoverPanic).
+	panicked chan error
 
 	mu      sync.Mutex // guards watches and nextID
 	watches map[int64]*streamWatch
@@ -59,7 +62,8 @@ func (ws *watchServer) Watch(stream pb.Watch_WatchServer) error {
 	ctx, cancel := context.WithCancel(stream.Context())
 	// A stream that opens while Stop runs ends too.
 	defer context.AfterFunc(ws.s.stopping, cancel)()
-	st := &watchStream{s: ws.s, ctx: ctx, cancel: cancel, out: make(chan []*pb.WatchResponse, 64), watches: map[int64]*streamWatch{}}
+	st := &watchStream{s: ws.s, ctx: ctx, cancel: cancel, out: make(chan []*pb.WatchResponse, 64),
+		panicked: make(chan error, 1), watches: map[int64]*streamWatch{}}
 	ws.s.mu.Lock()
 	ws.s.streams[st] = struct{}{}
 	ws.s.mu.Unlock()
@@ -75,7 +79,10 @@ func (ws *watchServer) Watch(stream pb.Watch_WatchServer) error {
 
 	sendErr := make(chan error, 1)
 	go func() { sendErr <- st.sendLoop(stream) }()
-	go st.progressLoop()
+	go func() {
+		defer st.recoverPanic()
+		st.progressLoop()
+	}()
 
 	// Requests are read by one goroutine and handled by another, so
 	// reading never waits for handling. Handling may wait for the send
@@ -88,6 +95,7 @@ func (ws *watchServer) Watch(stream pb.Watch_WatchServer) error {
 	// send queue again: every watch on the stream stopped, silently.
 	reqs := newRequestQueue()
 	go func() {
+		defer st.recoverPanic()
 		for {
 			req, ok := reqs.pop(ctx)
 			if !ok {
@@ -115,10 +123,38 @@ func (ws *watchServer) Watch(stream pb.Watch_WatchServer) error {
 		return err
 	case err := <-sendErr:
 		return err
+	case err := <-st.panicked:
+		return err
 	case <-ctx.Done():
+		select {
+		case err := <-st.panicked:
+			return err
+		default:
+		}
 		// Server shutdown: end the stream cleanly.
 		return nil
 	}
+}
+
+// recoverPanic, deferred in a goroutine the stream started, turns a panic
+// there into the end of the stream with code Internal, as the stream
+// interceptor does for the handler's own goroutine: a panic in a goroutine
+// nobody recovers would end the process.
+func (st *watchStream) recoverPanic() {
+	if r := recover(); r != nil {
+		st.endPanicked(r)
+	}
+}
+
+// endPanicked logs and counts a recovered panic and ends the stream with
+// errPanicked.
+func (st *watchStream) endPanicked(r any) {
+	err := st.s.recovered("Watch", r)
+	select {
+	case st.panicked <- err:
+	default: // the stream is already ending with an earlier panic
+	}
+	st.cancel()
 }
 
 // requestQueue holds a stream's requests between the goroutine that reads
@@ -221,7 +257,10 @@ func (st *watchStream) handle(req *pb.WatchRequest) {
 	case req.GetCancelRequest() != nil:
 		st.cancelWatch(req.GetCancelRequest().WatchId)
 	case req.GetProgressRequest() != nil:
-		go st.progressAll()
+		go func() {
+			defer st.recoverPanic()
+			st.progressAll()
+		}()
 	}
 }
 
@@ -273,7 +312,16 @@ func (st *watchStream) create(cr *pb.WatchCreateRequest) {
 			CancelReason: "etcdserver: mvcc: required revision has been compacted"})
 		return
 	}
-	w, err := st.s.be.Watch(ctx, cr.Key, cr.RangeEnd, start, func(b sqlstore.WatchBatch) error { return st.deliver(sw, b) })
+	w, err := st.s.be.Watch(ctx, cr.Key, cr.RangeEnd, start, func(b sqlstore.WatchBatch) (err error) {
+		// deliver runs in the store's goroutine for this watch.
+		defer func() {
+			if r := recover(); r != nil {
+				st.endPanicked(r)
+				err = errPanicked
+			}
+		}()
+		return st.deliver(sw, b)
+	})
 	if err != nil {
 		st.removeWatch(sw.id)
 		resp := &pb.WatchResponse{Header: st.s.header(cur), WatchId: sw.id, Canceled: true, CancelReason: err.Error()}
@@ -293,7 +341,10 @@ func (st *watchStream) create(cr *pb.WatchCreateRequest) {
 		w.Cancel() // cancelled while starting
 		return
 	}
-	go st.awaitEnd(sw)
+	go func() {
+		defer st.recoverPanic()
+		st.awaitEnd(sw)
+	}()
 }
 
 // awaitEnd tells the client when a watch ends on its own (compaction).
