@@ -81,7 +81,9 @@ func (s *Store) removeHistory(ctx context.Context, rev int64) error {
 	}
 	s.log.Info().Int64("revision", rev).Int64("removed", removed).Int64("steps", steps).Dur("deleting", deleting).
 		Dur("longestStep", longest).Dur("vacuum", vacuum).Dur("checkpoint", checkpoint).Msg("history removed")
-	s.metrics.observeSize(s)
+	if _, err := s.measure(ctx); err != nil {
+		s.log.Warn().Err(err).Msg("measuring the database after compaction failed")
+	}
 	return nil
 }
 

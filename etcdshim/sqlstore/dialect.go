@@ -19,9 +19,8 @@ type dialect struct {
 	lockRevision string
 	// compact removes history superseded at or below a revision (args: rev, rev).
 	compact string
-	// size returns the database's size in bytes.
-	size string
-	// defrag gives space back to the file system where the database can.
+	// defrag gives space back to the file system where the database can
+	// (SQLite's is defragmentSQLite).
 	defrag []string
 	// notify, if set, announces a commit to other instances (arg: revision).
 	notify string
@@ -83,8 +82,6 @@ var sqliteDialect = dialect{
 	name:         migrations.SQLite,
 	lockRevision: lockRevisions,
 	compact:      portableCompact,
-	size:         `SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size()`,
-	defrag:       []string{`PRAGMA wal_checkpoint(TRUNCATE)`, `VACUUM`, `PRAGMA wal_checkpoint(TRUNCATE)`},
 	readTx:       &sql.TxOptions{ReadOnly: true},
 	writeTx:      &sql.TxOptions{},
 	pollInterval: time.Second,
@@ -96,7 +93,6 @@ var postgresDialect = dialect{
 	name:         migrations.Postgres,
 	lockRevision: lockRevisions + ` FOR UPDATE`,
 	compact:      portableCompact,
-	size:         `SELECT pg_database_size(current_database())`,
 	defrag:       []string{`VACUUM FULL kv_log`, `VACUUM FULL kv_current`, `VACUUM FULL leases`},
 	notify:       `SELECT pg_notify('sqlkube_revision', ?)`,
 	readTx:       &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true},
@@ -128,7 +124,6 @@ var mysqlDialect = dialect{
 	// table is materialized first, so it may.
 	compact: `DELETE l FROM kv_log l JOIN (SELECT name, MAX(revision) AS top FROM kv_log
  WHERE revision <= ? GROUP BY name) m ON l.name = m.name WHERE l.revision <= ? AND (l.revision < m.top OR l.deleted = 1)`,
-	size:         `SELECT COALESCE(SUM(data_length + index_length), 0) FROM information_schema.tables WHERE table_schema = DATABASE()`,
 	defrag:       []string{`OPTIMIZE TABLE kv_log`, `OPTIMIZE TABLE kv_current`, `OPTIMIZE TABLE leases`},
 	readTx:       &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true},
 	writeTx:      &sql.TxOptions{Isolation: sql.LevelReadCommitted},

@@ -35,6 +35,9 @@ func (s *Store) LeaseGrant(ctx context.Context, id, ttl int64) (*Lease, error) {
 	if ttl < 1 {
 		ttl = 1
 	}
+	if err := s.checkQuota(ctx, leaseOverhead); err != nil {
+		return nil, err
+	}
 	pick := id == 0
 	for attempt := 0; attempt < 5; attempt++ {
 		if pick {
@@ -47,6 +50,7 @@ func (s *Store) LeaseGrant(ctx context.Context, id, ttl int64) (*Lease, error) {
 		if n == 0 {
 			_, err := s.c.write.ExecContext(ctx, s.q(`INSERT INTO leases (id, ttl, expires_at) VALUES (?, ?, ?)`), id, ttl, now()+ttl*1000)
 			if err == nil {
+				s.wrote(leaseOverhead)
 				s.metrics.leaseOps.WithLabelValues("grant").Inc()
 				return &Lease{ID: id, TTL: ttl, Remaining: ttl}, nil
 			}

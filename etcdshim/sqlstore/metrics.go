@@ -1,9 +1,6 @@
 package sqlstore
 
 import (
-	"context"
-	"time"
-
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -76,11 +73,3 @@ func (m *metrics) setRevisions(current, compacted int64) {
 }
 
 func (m *metrics) setCurrent(current int64) { m.current.Set(float64(current)) }
-
-func (m *metrics) observeSize(s *Store) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if n, err := s.Size(ctx); err == nil {
-		m.dbSize.Set(float64(n))
-	}
-}

@@ -35,6 +35,9 @@ type conns struct {
 	openMigrate func() (*sql.DB, error)
 	// describe names the datastore in logs without secrets.
 	describe string
+	// sqlitePath is the database file on SQLite; database names the
+	// database on MySQL. Size reads them.
+	sqlitePath, database string
 }
 
 func (c *conns) close() error {
@@ -130,7 +133,8 @@ func openSQLite(dsn string) (*conns, error) {
 			}
 			return db, err
 		},
-		describe: "sqlite://" + path,
+		describe:   "sqlite://" + path,
+		sqlitePath: path,
 	}, nil
 }
 
@@ -291,6 +295,7 @@ func openMySQL(ctx context.Context, dsn string) (*conns, error) {
 		read:        db,
 		openMigrate: func() (*sql.DB, error) { return sql.Open("mysql", mcfg.FormatDSN()) },
 		describe:    redact(dsn),
+		database:    cfg.DBName,
 	}, nil
 }
 

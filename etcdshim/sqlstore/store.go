@@ -43,6 +43,14 @@ type Options struct {
 	LeaseCheckInterval time.Duration
 	// Registerer, if set, receives the store's Prometheus metrics.
 	Registerer prometheus.Registerer
+	// QuotaBytes is the store's space quota, etcd's --quota-backend-bytes:
+	// a request that could grow the store (Put, a Txn with a put in any
+	// branch, LeaseGrant) and would take its Size to the quota or past it
+	// fails with a QuotaError (ErrNoSpace), and so does every such request
+	// while a NOSPACE alarm is active (see ActivateAlarm). 0 means
+	// DefaultQuotaBytes (2 GiB); negative means no quota (alarms raised by
+	// hand still refuse writes).
+	QuotaBytes int64
 }
 
 func (o *Options) defaults() {
@@ -60,6 +68,9 @@ func (o *Options) defaults() {
 	}
 	if o.LeaseCheckInterval <= 0 {
 		o.LeaseCheckInterval = 500 * time.Millisecond
+	}
+	if o.QuotaBytes == 0 {
+		o.QuotaBytes = DefaultQuotaBytes
 	}
 }
 
@@ -83,6 +94,12 @@ type Store struct {
 
 	sqlMu   sync.RWMutex
 	sqlText map[string]string
+
+	quota quota
+	// sizeMu guards spaceView, the MySQL view that lists tablespaces
+	// (see mysqlSize).
+	sizeMu    sync.Mutex
+	spaceView string
 
 	stop     context.CancelFunc
 	stopCtx  context.Context
@@ -113,6 +130,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		metrics: newMetrics(opts.Registerer),
 		writeCh: make(chan *writeReq, 4*opts.MaxBatch),
 		sqlText: map[string]string{},
+		quota:   quota{limit: opts.QuotaBytes},
 	}
 	rev, compacted, err := s.revisions(ctx, s.c.read)
 	if err != nil {
@@ -125,7 +143,18 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	}
 	s.saw(rev, compacted)
 	s.metrics.setRevisions(rev, compacted)
-	s.metrics.observeSize(s)
+	if _, err := s.measure(ctx); err != nil {
+		// The quota check measures again when it needs the figure.
+		s.log.Warn().Err(err).Msg("measuring the database failed")
+	}
+	alarms, err := s.Alarms(ctx)
+	if err != nil {
+		c.close()
+		return nil, err
+	}
+	if hasNoSpace(alarms) {
+		s.log.Warn().Msg("a NOSPACE alarm is active: writes that could grow the store are refused until it is disarmed (etcdctl alarm disarm)")
+	}
 	s.stopCtx, s.stop = context.WithCancel(context.Background())
 
 	s.writerWG.Add(1)

@@ -13,6 +13,10 @@ func (s *Store) Put(ctx context.Context, req PutRequest) (*PutResult, int64, err
 	if err := checkKey(req.Key); err != nil {
 		return nil, 0, err
 	}
+	cost := putCost(&req)
+	if err := s.checkQuota(ctx, cost); err != nil {
+		return nil, 0, err
+	}
 	var keys [][]byte
 	if s.d.readAhead {
 		keys = [][]byte{req.Key}
@@ -21,6 +25,7 @@ func (s *Store) Put(ctx context.Context, req PutRequest) (*PutResult, int64, err
 	if err != nil {
 		return nil, rev, err
 	}
+	s.wrote(cost)
 	return val.(*PutResult), rev, nil
 }
 
@@ -59,6 +64,9 @@ func (s *Store) Txn(ctx context.Context, req *TxnRequest) (*TxnResult, error) {
 		})
 		return res, err
 	}
+	if err := s.checkQuota(ctx, txnCost(req)); err != nil {
+		return nil, err
+	}
 	var keys [][]byte
 	if s.d.readAhead {
 		keys = txnKeys(nil, req)
@@ -69,6 +77,11 @@ func (s *Store) Txn(ctx context.Context, req *TxnRequest) (*TxnResult, error) {
 	}
 	res := val.(*TxnResult)
 	res.Revision = rev
+	if res.Succeeded {
+		s.wrote(opsCost(req.Success))
+	} else {
+		s.wrote(opsCost(req.Failure))
+	}
 	return res, nil
 }
 
