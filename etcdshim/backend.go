@@ -34,8 +34,21 @@ type Backend interface {
 	// KnownRevisions returns the current and compacted revisions as this
 	// process last saw them, without asking the database.
 	KnownRevisions() (current, compacted int64)
+	// Size is the store's size in bytes, as its quota counts it;
+	// SizeInUse the part of it that holds data.
 	Size(ctx context.Context) (int64, error)
+	SizeInUse(ctx context.Context) (int64, error)
+	// QuotaBytes is the store's space quota; negative: none. Over it,
+	// Put, Txn and LeaseGrant fail with a *sqlstore.QuotaError, and the
+	// server raises the NOSPACE alarm.
+	QuotaBytes() int64
 	Defragment(ctx context.Context) error
+
+	// Alarms, ActivateAlarm and DeactivateAlarm keep the store's alarms;
+	// see sqlstore.Store.
+	Alarms(ctx context.Context) ([]sqlstore.Alarm, error)
+	ActivateAlarm(ctx context.Context, a sqlstore.Alarm) error
+	DeactivateAlarm(ctx context.Context, a sqlstore.Alarm) (bool, error)
 }
 
 var _ Backend = (*sqlstore.Store)(nil)

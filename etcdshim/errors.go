@@ -39,6 +39,8 @@ func toGRPC(err error) error {
 		return rpctypes.ErrGRPCEmptyKey
 	case errors.Is(err, sqlstore.ErrKeyTooLong):
 		return status.Error(codes.InvalidArgument, "etcdserver: key is too long (sqlkube keys are at most 2048 bytes)")
+	case errors.Is(err, sqlstore.ErrNoSpace):
+		return rpctypes.ErrGRPCNoSpace
 	case errors.Is(err, sqlstore.ErrClosed):
 		return rpctypes.ErrGRPCStopped
 	case errors.Is(err, context.Canceled):

@@ -112,6 +112,7 @@ func (k *kvServer) Put(ctx context.Context, r *pb.PutRequest) (*pb.PutResponse, 
 	}
 	res, rev, err := k.s.be.Put(ctx, fromPut(r))
 	if err != nil {
+		k.s.raiseNoSpace(ctx, err)
 		return nil, toGRPC(err)
 	}
 	return &pb.PutResponse{Header: k.s.header(rev), PrevKv: toKV(res.PrevKV)}, nil
@@ -140,6 +141,7 @@ func (k *kvServer) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, 
 	}
 	res, err := k.s.be.Txn(ctx, fromTxn(r))
 	if err != nil {
+		k.s.raiseNoSpace(ctx, err)
 		return nil, toGRPC(err)
 	}
 	return k.s.txnResponse(res, res.Revision), nil

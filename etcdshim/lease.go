@@ -24,6 +24,7 @@ func (l *leaseServer) currentHeader(ctx context.Context) *pb.ResponseHeader {
 func (l *leaseServer) LeaseGrant(ctx context.Context, r *pb.LeaseGrantRequest) (*pb.LeaseGrantResponse, error) {
 	lease, err := l.s.be.LeaseGrant(ctx, r.ID, r.TTL)
 	if err != nil {
+		l.s.raiseNoSpace(ctx, err)
 		return nil, toGRPC(err)
 	}
 	return &pb.LeaseGrantResponse{Header: l.currentHeader(ctx), ID: lease.ID, TTL: lease.TTL}, nil
