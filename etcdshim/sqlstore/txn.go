@@ -116,12 +116,16 @@ func checkKey(key []byte) error {
 }
 
 // checkTxn validates a txn as etcd does: keys present, no key written twice
-// by one branch, no put inside a range the same branch deletes.
+// by one branch, no put inside a range the same branch deletes. The keys of
+// every level are checked first, then the writes of each branch, whose
+// check covers the txns nested in it.
 func checkTxn(req *TxnRequest) error {
 	for _, ops := range [][]Op{req.Success, req.Failure} {
 		if err := checkOps(ops); err != nil {
 			return err
 		}
+	}
+	for _, ops := range [][]Op{req.Success, req.Failure} {
 		if _, _, err := branchWrites(ops); err != nil {
 			return err
 		}
@@ -129,6 +133,7 @@ func checkTxn(req *TxnRequest) error {
 	return nil
 }
 
+// checkOps checks the keys of ops, and of the txns nested in them.
 func checkOps(ops []Op) error {
 	for _, op := range ops {
 		switch {
@@ -145,7 +150,10 @@ func checkOps(ops []Op) error {
 				return ErrEmptyKey
 			}
 		case op.Txn != nil:
-			if err := checkTxn(op.Txn); err != nil {
+			if err := checkOps(op.Txn.Success); err != nil {
+				return err
+			}
+			if err := checkOps(op.Txn.Failure); err != nil {
 				return err
 			}
 		}
@@ -163,14 +171,9 @@ func branchWrites(ops []Op) (map[string]struct{}, []keyRange, error) {
 			dels = append(dels, newKeyRange(op.Delete.Key, op.Delete.End))
 		}
 	}
-	inDels := func(k string) bool {
-		for _, d := range dels {
-			if d.contains([]byte(k)) {
-				return true
-			}
-		}
-		return false
-	}
+	var deleted delSet
+	deleted.add(dels)
+	inDels := func(k string) bool { return deleted.contains([]byte(k)) }
 	puts := map[string]struct{}{}
 	for _, op := range ops {
 		if op.Txn == nil {
@@ -201,8 +204,9 @@ func branchWrites(ops []Op) (map[string]struct{}, []keyRange, error) {
 			}
 			puts[k] = struct{}{}
 		}
-		dels = append(dels, delsThen...)
-		dels = append(dels, delsElse...)
+		nested := append(delsThen, delsElse...)
+		deleted.add(nested)
+		dels = append(dels, nested...)
 	}
 	for _, op := range ops {
 		if op.Put == nil {
