@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/sqlkube/sqlkube/apiserver/pki"
+	"github.com/sqlkube/sqlkube/controlplane"
 )
 
 func TestCertsRotate_Kubeconfig(t *testing.T) {
@@ -19,7 +20,7 @@ func TestCertsRotate_Kubeconfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	kubeconfig := filepath.Join(dataDir, "kubeconfig")
-	if err := writeKubeconfig(kubeconfig, "https://127.0.0.1:6443", files); err != nil {
+	if err := controlplane.WriteKubeconfig(kubeconfig, "https://127.0.0.1:6443", files); err != nil {
 		t.Fatal(err)
 	}
 	oldAdmin, _ := os.ReadFile(files.AdminCert)

@@ -52,7 +52,7 @@ func etcdServerTLS(f *serverFlags) (*tls.Config, *pki.Files, error) {
 	if isLocalListen(f.etcdListenAddress) && !f.etcdClientCertAuth {
 		return nil, nil, nil
 	}
-	hosts := append([]string{}, f.api.tlsSANs...)
+	hosts := append([]string{}, f.api.TLSSANs...)
 	if host, _, err := net.SplitHostPort(f.etcdListenAddress); err == nil {
 		ip := net.ParseIP(host)
 		switch {
@@ -64,7 +64,7 @@ func etcdServerTLS(f *serverFlags) (*tls.Config, *pki.Files, error) {
 			hosts = append(hosts, host)
 		}
 	}
-	files, err := pki.EnsureEtcd(filepath.Join(f.api.dataDir, "tls"), hosts)
+	files, err := pki.EnsureEtcd(filepath.Join(f.api.DataDir, "tls"), hosts)
 	if err != nil {
 		return nil, nil, fmt.Errorf("etcd certificates: %w", err)
 	}

@@ -16,6 +16,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	certutil "k8s.io/client-go/util/cert"
+
+	"github.com/sqlkube/sqlkube/controlplane"
 )
 
 func TestIsLocalListen(t *testing.T) {
@@ -56,7 +58,7 @@ func TestServer_EtcdOffHostNeedsClientCerts(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	dataDir := t.TempDir()
 	f := &serverFlags{etcdListenAddress: "0.0.0.0:0"}
-	f.api = apiFlags{dataDir: dataDir, bindAddress: "127.0.0.1", securePort: 0, serviceIPs: "10.96.0.0/12", nodePorts: "30000-32767", dns: dnsFlags{disable: true}}
+	f.api = apiFlags{Config: controlplane.Config{DataDir: dataDir, BindAddress: "127.0.0.1", SecurePort: 0, ServiceIPs: "10.96.0.0/12", NodePorts: "30000-32767", DNS: controlplane.DNSConfig{Disable: true}}}
 	lines := make(logLines, 1000)
 	done := make(chan error, 1)
 	go func() { done <- runServer(ctx, f, zerolog.New(lines), io.Discard) }()

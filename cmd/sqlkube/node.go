@@ -1,21 +1,18 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"time"
 
-	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 
+	"github.com/sqlkube/sqlkube/controlplane"
 	"github.com/sqlkube/sqlkube/node/fake"
 )
 
@@ -94,7 +91,7 @@ confirmed gone. SIGTERM stops the heartbeats; the Node objects stay.`,
 				}
 				defer stopPprof()
 			}
-			return runFakeNodes(ctx, cfg, opts, log)
+			return controlplane.RunFakeNodes(ctx, cfg, opts, log)
 		},
 	}
 	fl := cmd.Flags()
@@ -156,26 +153,6 @@ func (f *nodeFlags) options() (fake.Options, *rest.Config, error) {
 	}
 	cfg.QPS, cfg.Burst = f.qps, f.burst
 	return o, cfg, nil
-}
-
-// runFakeNodes runs simulated nodes over cfg until ctx ends.
-func runFakeNodes(ctx context.Context, cfg *rest.Config, opts fake.Options, log zerolog.Logger) error {
-	cfg = rest.CopyConfig(cfg)
-	cfg.ContentType = runtime.ContentTypeProtobuf
-	cfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
-	if cfg.UserAgent == "" {
-		cfg.UserAgent = "sqlkube-fake-node"
-	}
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return err
-	}
-	opts.Client, opts.Logger = cs, log
-	sim, err := fake.New(opts)
-	if err != nil {
-		return err
-	}
-	return sim.Run(ctx)
 }
 
 func printFakeNodeRBAC(w io.Writer, user string) error {

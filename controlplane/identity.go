@@ -1,42 +1,40 @@
-package main
+package controlplane
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
 
-	"github.com/rs/zerolog"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/sqlkube/sqlkube/etcdshim"
 	"github.com/sqlkube/sqlkube/identity"
 )
 
-// tokenFileName is where a server keeps the cluster token in its data
+// TokenFileName is where a server keeps the cluster token in its data
 // directory (0600): generated there by the first server, written there by
 // a server that joined with --token, read from there on restart.
-const tokenFileName = "token"
+const TokenFileName = "token"
 
-// clusterToken is the token a server starts with: --token, else the
+// ClusterToken is the token a server starts with: --token, else the
 // content of --token-file, else DATA_DIR/token ("" when there is none).
-func clusterToken(f *apiFlags) (string, error) {
-	if f.token != "" && f.tokenFile != "" {
+func ClusterToken(f *Config) (string, error) {
+	if f.Token != "" && f.TokenFile != "" {
 		return "", errors.New("give --token or --token-file, not both")
 	}
-	path := f.tokenFile
-	if f.token != "" {
-		return f.token, nil
+	path := f.TokenFile
+	if f.Token != "" {
+		return f.Token, nil
 	}
 	if path == "" {
-		path = filepath.Join(f.dataDir, tokenFileName)
+		path = filepath.Join(f.DataDir, TokenFileName)
 	}
 	data, err := os.ReadFile(path)
 	switch {
-	case errors.Is(err, os.ErrNotExist) && f.tokenFile == "":
+	case errors.Is(err, os.ErrNotExist) && f.TokenFile == "":
 		return "", nil
 	case err != nil:
 		return "", fmt.Errorf("--token-file: %w", err)
@@ -48,18 +46,19 @@ func clusterToken(f *apiFlags) (string, error) {
 	return token, nil
 }
 
-// establishIdentity gives the server the cluster's CAs, service-account
+// EstablishIdentity gives the server the cluster's CAs, service-account
 // key and encryption configuration from the datastore (kv), or stores its
 // own there when it is the first (identity.Establish). Without a token the
 // first server generates one into DATA_DIR/token; a server that finds
 // another's identity and has no token stops, naming --token. A shared
-// encryption configuration becomes f.encryption when the server has none.
-func establishIdentity(ctx context.Context, kv clientv3.KV, f *apiFlags, log zerolog.Logger, out io.Writer) error {
-	token, err := clusterToken(f)
+// encryption configuration becomes f.Encryption when the server has none.
+func EstablishIdentity(ctx context.Context, kv clientv3.KV, f *Config) error {
+	log, out := f.Log, f.out()
+	token, err := ClusterToken(f)
 	if err != nil {
 		return err
 	}
-	tokenPath := filepath.Join(f.dataDir, tokenFileName)
+	tokenPath := filepath.Join(f.DataDir, TokenFileName)
 	generated := false
 	if token == "" {
 		exists, err := identity.Exists(ctx, kv)
@@ -75,7 +74,7 @@ func establishIdentity(ctx context.Context, kv clientv3.KV, f *apiFlags, log zer
 		generated = true
 	}
 	res, err := identity.Establish(ctx, kv, identity.Options{
-		Dir: filepath.Join(f.dataDir, "tls"), Token: token, EncryptionConfig: f.encryption, Logger: log,
+		Dir: filepath.Join(f.DataDir, "tls"), Token: token, EncryptionConfig: f.Encryption, Logger: log,
 	})
 	switch {
 	case errors.Is(err, identity.ErrWrongToken) && generated:
@@ -90,7 +89,7 @@ func establishIdentity(ctx context.Context, kv clientv3.KV, f *apiFlags, log zer
 			return fmt.Errorf("write the cluster token: %w", err)
 		}
 	}
-	f.encryption = res.EncryptionConfig
+	f.Encryption = res.EncryptionConfig
 	if res.Created {
 		log.Info().Str("token", tokenPath).Msg("stored a new cluster identity in the datastore")
 	} else {
@@ -102,14 +101,14 @@ func establishIdentity(ctx context.Context, kv clientv3.KV, f *apiFlags, log zer
 	return nil
 }
 
-// establishIdentityLocal runs establishIdentity straight on a store,
+// EstablishIdentityLocal runs EstablishIdentity straight on a store,
 // through an in-process etcd API of its own (`sqlkube server` needs the
 // identity before it builds the etcd API it serves, whose certificates
 // come from the cluster CA).
-func establishIdentityLocal(ctx context.Context, be etcdshim.Backend, f *apiFlags, log zerolog.Logger, out io.Writer) error {
-	srv := etcdshim.New(etcdshim.Options{Backend: be, Logger: log})
+func EstablishIdentityLocal(ctx context.Context, be etcdshim.Backend, f *Config) error {
+	srv := etcdshim.New(etcdshim.Options{Backend: be, Logger: f.Log})
 	defer srv.Stop(0)
 	c := srv.LocalClient()
 	defer c.Close()
-	return establishIdentity(ctx, c.KV, f, log, out)
+	return EstablishIdentity(ctx, c.KV, f)
 }

@@ -1,4 +1,4 @@
-package main
+package controlplane
 
 import (
 	"context"
@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
-	"github.com/spf13/pflag"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
@@ -16,34 +15,30 @@ import (
 	"github.com/sqlkube/sqlkube/clusterdns"
 )
 
-// dnsFlags configure the cluster DNS each API server runs (CoreDNS,
-// behind the kube-dns Service).
-type dnsFlags struct {
-	disable   bool
-	ip        string
-	address   string
-	domain    string
-	port      int
-	upstreams []string
-}
-
-func addDNSFlags(fl *pflag.FlagSet, f *dnsFlags) {
-	fl.BoolVar(&f.disable, "disable-dns", false, "serve no cluster DNS and keep no kube-dns Service (bring your own at --cluster-dns)")
-	fl.StringVar(&f.ip, "cluster-dns", "", "cluster IP of the kube-dns Service, which pods' resolv.conf names (default: the tenth address of --service-cluster-ip-range, as kubeadm's)")
-	fl.StringVar(&f.domain, "cluster-domain", clusterdns.DefaultDomain, "the cluster's DNS domain")
-	fl.StringVar(&f.address, "cluster-dns-address", "", "address this server answers DNS on, which the kube-dns endpoints name (default: --advertise-address, or the host's address if that is a loopback one: endpoints may not be loopback addresses)")
-	fl.IntVar(&f.port, "cluster-dns-port", clusterdns.DefaultPort, "port (UDP and TCP) this server answers DNS on; the kube-dns Service's port 53 leads to it")
-	fl.StringSliceVar(&f.upstreams, "cluster-dns-upstream", nil, "where names outside the cluster are forwarded: IP[:PORT] addresses, or a resolv.conf whose nameservers are used (default "+clusterdns.DefaultUpstream+")")
+// DNSConfig configures the cluster DNS each API server runs (CoreDNS,
+// behind the kube-dns Service). The fields are `sqlkube server`'s
+// --disable-dns and --cluster-dns* flags.
+type DNSConfig struct {
+	Disable bool
+	// IP is the kube-dns Service's cluster IP ("": the tenth address of
+	// the service range, as kubeadm's).
+	IP string
+	// Address is where this server answers DNS ("": the advertised
+	// address, or the host's when that is a loopback one).
+	Address   string
+	Domain    string
+	Port      int
+	Upstreams []string
 }
 
 // serviceIP is --cluster-dns, or the tenth address of the service range.
-func (f *dnsFlags) serviceIP(serviceRange string) (net.IP, error) {
-	if f.ip == "" {
+func (f *DNSConfig) serviceIP(serviceRange string) (net.IP, error) {
+	if f.IP == "" {
 		return clusterdns.ServiceIP(serviceRange)
 	}
-	ip := net.ParseIP(f.ip)
+	ip := net.ParseIP(f.IP)
 	if ip == nil {
-		return nil, fmt.Errorf("--cluster-dns %q is not an IP", f.ip)
+		return nil, fmt.Errorf("--cluster-dns %q is not an IP", f.IP)
 	}
 	return ip, nil
 }
@@ -51,8 +46,8 @@ func (f *dnsFlags) serviceIP(serviceRange string) (net.IP, error) {
 // kubeletDNS is what this host's node gives pods as their nameserver:
 // the kube-dns Service, when this server keeps it or --cluster-dns names
 // one the user runs.
-func (f *dnsFlags) kubeletDNS(serviceIP net.IP) []string {
-	if f.disable && f.ip == "" {
+func (f *DNSConfig) kubeletDNS(serviceIP net.IP) []string {
+	if f.Disable && f.IP == "" {
 		return nil
 	}
 	return []string{serviceIP.String()}
@@ -62,11 +57,11 @@ func (f *dnsFlags) kubeletDNS(serviceIP net.IP) []string {
 // unless it is a loopback one (Kubernetes refuses those as endpoints, and
 // kube-proxy could not send pods there), else the host's address (that
 // of the default route's interface, as this host's node's).
-func (f *dnsFlags) listenAddress(advertise net.IP) (net.IP, error) {
-	if f.address != "" {
-		ip := net.ParseIP(f.address)
+func (f *DNSConfig) listenAddress(advertise net.IP) (net.IP, error) {
+	if f.Address != "" {
+		ip := net.ParseIP(f.Address)
 		if ip == nil || ip.IsLoopback() || ip.IsUnspecified() {
-			return nil, fmt.Errorf("--cluster-dns-address %q: want an IP that is neither loopback nor unspecified", f.address)
+			return nil, fmt.Errorf("--cluster-dns-address %q: want an IP that is neither loopback nor unspecified", f.Address)
 		}
 		return ip, nil
 	}
@@ -84,7 +79,7 @@ func (f *dnsFlags) listenAddress(advertise net.IP) (net.IP, error) {
 // loopback as the coredns service account) and keeps this server among
 // the kube-dns Service's endpoints, until ctx ends. A server that cannot
 // listen (the port is taken) logs why and serves no DNS.
-func runClusterDNS(ctx context.Context, f dnsFlags, serviceIP, advertise net.IP, loopback *rest.Config, log zerolog.Logger) {
+func runClusterDNS(ctx context.Context, f DNSConfig, serviceIP, advertise net.IP, loopback *rest.Config, log zerolog.Logger) {
 	address, err := f.listenAddress(advertise)
 	if err != nil {
 		log.Warn().Err(err).Msg("this server serves no cluster DNS")
@@ -118,7 +113,7 @@ func runClusterDNS(ctx context.Context, f dnsFlags, serviceIP, advertise net.IP,
 		return
 	}
 	srv, err := clusterdns.Start(clusterdns.Options{
-		Config: clusterdns.Config{Address: address, Port: f.port, Domain: f.domain, Upstreams: f.upstreams},
+		Config: clusterdns.Config{Address: address, Port: f.Port, Domain: f.Domain, Upstreams: f.Upstreams},
 		Client: clusterdns.ClientConfig(loopback),
 	})
 	if err != nil {
@@ -126,6 +121,6 @@ func runClusterDNS(ctx context.Context, f dnsFlags, serviceIP, advertise net.IP,
 		return
 	}
 	defer srv.Stop()
-	log.Info().Str("address", srv.Address()).Str("service", serviceIP.String()).Str("domain", f.domain).Msg("serving cluster DNS")
-	clusterdns.RunService(ctx, cs, clusterdns.ServiceOptions{ClusterIP: serviceIP, Address: address, Port: f.port}, log)
+	log.Info().Str("address", srv.Address()).Str("service", serviceIP.String()).Str("domain", f.Domain).Msg("serving cluster DNS")
+	clusterdns.RunService(ctx, cs, clusterdns.ServiceOptions{ClusterIP: serviceIP, Address: address, Port: f.Port}, log)
 }

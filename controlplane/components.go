@@ -1,4 +1,4 @@
-package main
+package controlplane
 
 import (
 	"context"
@@ -9,7 +9,6 @@ import (
 	"sync"
 
 	"github.com/rs/zerolog"
-	"github.com/spf13/pflag"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/rest"
 
@@ -18,36 +17,32 @@ import (
 	"github.com/sqlkube/sqlkube/scheduler"
 )
 
-// defaultControllers are the controllers `sqlkube server` runs: every one
+// DefaultControllers are the controllers `sqlkube server` runs: every one
 // kube-controller-manager enables by default, and the bootstrap-token
 // signer and cleaner, which kubeadm clusters enable too (sqlkube issues
 // bootstrap tokens).
-const defaultControllers = "*,bootstrap-signer-controller,token-cleaner-controller"
+const DefaultControllers = "*,bootstrap-signer-controller,token-cleaner-controller"
 
-// componentFlags choose what `sqlkube server` runs beside the API.
-type componentFlags struct {
-	controllers      []string
-	controllerArgs   []string
-	disableScheduler bool
-	schedulerArgs    []string
-	// clusterCIDR is where the node-ipam controller takes nodes' pod
+// Components choose what runs beside the API: the controller manager and
+// the scheduler, in-process. The fields are `sqlkube server`'s
+// --controllers, --kube-controller-manager-arg, --disable-scheduler,
+// --kube-scheduler-arg and --cluster-cidr.
+type Components struct {
+	// Controllers in kube-controller-manager's syntax ('*', 'name',
+	// '-name', '-*').
+	Controllers      []string
+	ControllerArgs   []string
+	DisableScheduler bool
+	SchedulerArgs    []string
+	// ClusterCIDR is where the node-ipam controller takes nodes' pod
 	// CIDRs from ("": nodes get none).
-	clusterCIDR string
+	ClusterCIDR string
 }
 
-func addComponentFlags(fl *pflag.FlagSet, f *componentFlags) {
-	fl.StringSliceVar(&f.controllers, "controllers", strings.Split(defaultControllers, ","),
-		"controllers to run, in kube-controller-manager's syntax: '*' all on by default, 'name' one more, '-name' one fewer, '-*' none (names: sqlkube controller-manager --help)")
-	fl.StringArrayVar(&f.controllerArgs, "kube-controller-manager-arg", nil, "a kube-controller-manager flag for the in-process controllers, e.g. --kube-controller-manager-arg=--node-monitor-grace-period=20s (repeatable)")
-	fl.BoolVar(&f.disableScheduler, "disable-scheduler", false, "do not run the scheduler")
-	fl.StringVar(&f.clusterCIDR, "cluster-cidr", "10.42.0.0/16", "pods' addresses: the node-ipam controller gives each node a /24 of it as spec.podCIDR (--kube-controller-manager-arg=--node-cidr-mask-size=N for another size; empty: no pod CIDRs)")
-	fl.StringArrayVar(&f.schedulerArgs, "kube-scheduler-arg", nil, "a kube-scheduler flag for the in-process scheduler, e.g. --kube-scheduler-arg=--config=sched.yaml (repeatable)")
-}
-
-// components are what `sqlkube server` needs to run the controller
+// components are what the control plane needs to run the controller
 // manager and the scheduler in-process.
 type components struct {
-	flags *componentFlags
+	*Components
 	// Files is the generated PKI (nil when the operator brought theirs):
 	// its CAs sign CSRs and are the root CA pods get.
 	Files *pki.Files
@@ -58,8 +53,8 @@ type components struct {
 
 // controllersDisabled reports whether --controllers turns every controller
 // off.
-func (f *componentFlags) controllersDisabled() bool {
-	return len(f.controllers) == 1 && f.controllers[0] == "-*"
+func (f *Components) controllersDisabled() bool {
+	return len(f.Controllers) == 1 && f.Controllers[0] == "-*"
 }
 
 // The client rate of the in-process controllers unless
@@ -77,7 +72,7 @@ func (c *components) controllerOptions() (*manager.Options, error) {
 	if err != nil {
 		return nil, err
 	}
-	args := append([]string{"--controllers=" + strings.Join(c.flags.controllers, ",")}, c.flags.controllerArgs...)
+	args := append([]string{"--controllers=" + strings.Join(c.Controllers, ",")}, c.ControllerArgs...)
 	if err := o.Parse(args); err != nil {
 		return nil, err
 	}
@@ -86,8 +81,8 @@ func (c *components) controllerOptions() (*manager.Options, error) {
 		"service-cluster-ip-range":         c.ServiceClusterIPRange,
 		"cluster-name":                     "sqlkube",
 	}
-	if c.flags.clusterCIDR != "" {
-		set["cluster-cidr"], set["allocate-node-cidrs"] = c.flags.clusterCIDR, "true"
+	if c.ClusterCIDR != "" {
+		set["cluster-cidr"], set["allocate-node-cidrs"] = c.ClusterCIDR, "true"
 	}
 	// In-process, as for the scheduler, the client's rate is not what
 	// should limit the controllers: at kube-controller-manager's 20 QPS a
@@ -129,7 +124,7 @@ func (c *components) controllerOptions() (*manager.Options, error) {
 func (c *components) run(ctx context.Context, cfg *rest.Config, log zerolog.Logger) (wait func(), err error) {
 	var wg sync.WaitGroup
 	var started []string
-	if !c.flags.controllersDisabled() {
+	if !c.controllersDisabled() {
 		o, err := c.controllerOptions()
 		if err != nil {
 			return nil, err
@@ -156,9 +151,9 @@ func (c *components) run(ctx context.Context, cfg *rest.Config, log zerolog.Logg
 			}
 		})
 	}
-	if !c.flags.disableScheduler {
+	if !c.DisableScheduler {
 		o := scheduler.NewOptions()
-		if err := o.Parse(c.flags.schedulerArgs); err != nil {
+		if err := o.Parse(c.SchedulerArgs); err != nil {
 			return nil, err
 		}
 		sc, err := o.Config()
@@ -178,6 +173,6 @@ func (c *components) run(ctx context.Context, cfg *rest.Config, log zerolog.Logg
 		})
 		started = append(started, "scheduler")
 	}
-	log.Info().Strs("components", started).Str("controllers", strings.Join(c.flags.controllers, ",")).Msg("control-plane components started (each leads through its Lease in kube-system)")
+	log.Info().Strs("components", started).Str("controllers", strings.Join(c.Controllers, ",")).Msg("control-plane components started (each leads through its Lease in kube-system)")
 	return wg.Wait, nil
 }

@@ -1,4 +1,4 @@
-package main
+package controlplane
 
 import (
 	"crypto/x509"
@@ -69,14 +69,14 @@ func TestAdvertiseAddress(t *testing.T) {
 		{name: "given IPv6", advertise: "2001:db8::1", bind: "::", err: "IPv4"},
 		{name: "not an IP", advertise: "api.example.com", bind: "0.0.0.0", err: "not an IP"},
 		{name: "bound to one address", bind: "192.0.2.9", want: "192.0.2.9"},
-		{name: "default", bind: defaultBindAddress},
+		{name: "default", bind: DefaultBindAddress},
 		{name: "every address", bind: "::"},
 		{name: "loopback", bind: "127.0.0.1"},
 		{name: "IPv6 address", bind: "2001:db8::9"},
 		{name: "host name", bind: "localhost"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ip, why, err := advertiseAddress(&apiFlags{advertise: tc.advertise, bindAddress: tc.bind})
+			ip, why, err := advertiseAddress(&Config{Advertise: tc.advertise, BindAddress: tc.bind})
 			if tc.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.err) {
 					t.Fatalf("got %v, %v; want an error saying %q", ip, err, tc.err)
@@ -116,10 +116,10 @@ func TestServingCertificate_Names(t *testing.T) {
 	for _, bind := range []string{"0.0.0.0", "::", "127.0.0.1", "192.0.2.9", "localhost"} {
 		t.Run(bind, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "tls")
-			f := &apiFlags{bindAddress: bind, tlsSANs: []string{"api.example.com", "203.0.113.5"},
-				kubeconfigServer: "https://lb.example.com:8443", dns: dnsFlags{domain: "corp.internal"}}
+			f := &Config{BindAddress: bind, TLSSANs: []string{"api.example.com", "203.0.113.5"},
+				KubeconfigServer: "https://lb.example.com:8443", DNS: DNSConfig{Domain: "corp.internal"}}
 			advertise := net.ParseIP("192.0.2.20")
-			files, err := pki.Ensure(dir, pki.Options{Hosts: servingHosts(f, advertise, serviceIP), ClusterDomain: f.dns.domain})
+			files, err := pki.Ensure(dir, pki.Options{Hosts: servingHosts(f, advertise, serviceIP), ClusterDomain: f.DNS.Domain})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -138,8 +138,8 @@ func TestServingCertificate_Names(t *testing.T) {
 				}
 			}
 
-			f.tlsSANs = []string{"api.example.com"}
-			files, err = pki.Ensure(dir, pki.Options{Hosts: servingHosts(f, net.ParseIP("192.0.2.21"), serviceIP), ClusterDomain: f.dns.domain})
+			f.TLSSANs = []string{"api.example.com"}
+			files, err = pki.Ensure(dir, pki.Options{Hosts: servingHosts(f, net.ParseIP("192.0.2.21"), serviceIP), ClusterDomain: f.DNS.Domain})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,4 +1,4 @@
-package main
+package controlplane
 
 import "testing"
 
@@ -13,7 +13,7 @@ func TestComponents_ControllerOptionsClientRate(t *testing.T) {
 		{"operator's burst", []string{"--kube-api-burst=40"}, "20", "40"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := &components{flags: &componentFlags{controllers: []string{"*"}, controllerArgs: tc.args}}
+			c := &components{Components: &Components{Controllers: []string{"*"}, ControllerArgs: tc.args}}
 			o, err := c.controllerOptions()
 			if err != nil {
 				t.Fatal(err)
@@ -40,7 +40,7 @@ func TestComponents_ControllerOptionsClusterCIDR(t *testing.T) {
 		{"operator's controller flag", "10.42.0.0/16", []string{"--allocate-node-cidrs=false"}, "10.42.0.0/16", "false"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := &components{flags: &componentFlags{controllers: []string{"*"}, controllerArgs: tc.args, clusterCIDR: tc.cidr}}
+			c := &components{Components: &Components{Controllers: []string{"*"}, ControllerArgs: tc.args, ClusterCIDR: tc.cidr}}
 			o, err := c.controllerOptions()
 			if err != nil {
 				t.Fatal(err)

@@ -1,4 +1,4 @@
-package main
+package controlplane
 
 import (
 	"fmt"
@@ -22,8 +22,8 @@ import (
 // the API on one address only gives --bind-address; on a loopback one,
 // pods cannot reach the API (a warning says so).
 
-// defaultBindAddress is --bind-address's default: every IPv4 address.
-const defaultBindAddress = "0.0.0.0"
+// DefaultBindAddress is --bind-address's default: every IPv4 address.
+const DefaultBindAddress = "0.0.0.0"
 
 // listenNetwork is net.Listen's network for a --bind-address: tcp4 for
 // an IPv4 address (0.0.0.0 is every IPv4 address, as its name says, where
@@ -71,12 +71,12 @@ func localURL(bind string, port int) string {
 // unspecified (kube-apiserver refuses those in endpoints, and pods could
 // not reach them) and never IPv6 (the service range is IPv4). A nil IP
 // with a nil error: the host has no such address; why says so.
-func advertiseAddress(f *apiFlags) (ip net.IP, why string, err error) {
-	if f.advertise != "" {
-		ip := net.ParseIP(f.advertise)
+func advertiseAddress(f *Config) (ip net.IP, why string, err error) {
+	if f.Advertise != "" {
+		ip := net.ParseIP(f.Advertise)
 		switch {
 		case ip == nil:
-			return nil, "", fmt.Errorf("--advertise-address %q is not an IP", f.advertise)
+			return nil, "", fmt.Errorf("--advertise-address %q is not an IP", f.Advertise)
 		case ip.IsLoopback() || ip.IsUnspecified():
 			return nil, "", fmt.Errorf("--advertise-address %s: pods cannot reach a loopback or unspecified address (and Kubernetes refuses it as an endpoint); give one of the host's other addresses", ip)
 		case ip.To4() == nil:
@@ -84,7 +84,7 @@ func advertiseAddress(f *apiFlags) (ip net.IP, why string, err error) {
 		}
 		return ip, "", nil
 	}
-	if ip := net.ParseIP(f.bindAddress); ip != nil && ip.To4() != nil && !ip.IsLoopback() && !ip.IsUnspecified() {
+	if ip := net.ParseIP(f.BindAddress); ip != nil && ip.To4() != nil && !ip.IsLoopback() && !ip.IsUnspecified() {
 		return ip, "", nil
 	}
 	ip, err = utilnet.ChooseHostInterface()
@@ -114,10 +114,10 @@ func listensOn(bind string, ip net.IP) bool {
 // pki.APIServerNames: --tls-san, --bind-address unless it is every
 // address, the advertised address, the kubernetes Service's IP and the
 // host of --kubeconfig-server.
-func servingHosts(f *apiFlags, advertise, serviceIP net.IP) []string {
-	hosts := append([]string{}, f.tlsSANs...)
-	if ip := net.ParseIP(f.bindAddress); ip == nil || !ip.IsUnspecified() {
-		hosts = append(hosts, f.bindAddress)
+func servingHosts(f *Config, advertise, serviceIP net.IP) []string {
+	hosts := append([]string{}, f.TLSSANs...)
+	if ip := net.ParseIP(f.BindAddress); ip == nil || !ip.IsUnspecified() {
+		hosts = append(hosts, f.BindAddress)
 	}
 	if advertise != nil {
 		hosts = append(hosts, advertise.String())
@@ -125,7 +125,7 @@ func servingHosts(f *apiFlags, advertise, serviceIP net.IP) []string {
 	if serviceIP != nil {
 		hosts = append(hosts, serviceIP.String())
 	}
-	if u, err := url.Parse(f.kubeconfigServer); err == nil && u.Hostname() != "" {
+	if u, err := url.Parse(f.KubeconfigServer); err == nil && u.Hostname() != "" {
 		hosts = append(hosts, u.Hostname())
 	}
 	return hosts
