@@ -57,14 +57,21 @@ func checkDelete(r *pb.DeleteRangeRequest) error {
 	return nil
 }
 
-// checkTxn validates every op and counts them against MaxTxnOps per branch
-// and level, as etcd does.
-func checkTxn(r *pb.TxnRequest) error {
-	if len(r.Compare) > MaxTxnOps || len(r.Success) > MaxTxnOps || len(r.Failure) > MaxTxnOps {
+// checkTxn validates a txn as etcd does: every compare names a key, every
+// op names a request (etcd answers "key not found" for one that does not)
+// and is valid itself, and no list holds more than MaxTxnOps. A nested txn
+// may hold only what its parent leaves: MaxTxnOps less the longest list
+// (compares, success or failure) of each txn above it, which also bounds
+// how deep txns nest.
+func checkTxn(r *pb.TxnRequest) error { return checkTxnOps(r, MaxTxnOps) }
+
+func checkTxnOps(r *pb.TxnRequest, maxOps int) error {
+	n := max(len(r.Compare), len(r.Success), len(r.Failure))
+	if n > maxOps {
 		return rpctypes.ErrGRPCTooManyOps
 	}
 	for _, c := range r.Compare {
-		if len(c.Key) == 0 && len(c.RangeEnd) == 0 {
+		if len(c.GetKey()) == 0 && len(c.GetRangeEnd()) == 0 {
 			return rpctypes.ErrGRPCEmptyKey
 		}
 	}
@@ -79,7 +86,9 @@ func checkTxn(r *pb.TxnRequest) error {
 			case op.GetRequestDeleteRange() != nil:
 				err = checkDelete(op.GetRequestDeleteRange())
 			case op.GetRequestTxn() != nil:
-				err = checkTxn(op.GetRequestTxn())
+				err = checkTxnOps(op.GetRequestTxn(), maxOps-n)
+			default:
+				err = rpctypes.ErrGRPCKeyNotFound
 			}
 			if err != nil {
 				return err
