@@ -19,6 +19,7 @@ import (
 	"go.etcd.io/etcd/client/v3/kubernetes"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/apiserver/pkg/server/storage"
@@ -135,6 +136,10 @@ type Config struct {
 	// (0: DefaultCompactionInterval; negative: off, history goes only by
 	// the datastore's own retention).
 	CompactionInterval time.Duration
+	// DisableRequestMetrics turns the request metrics off
+	// (filters.RequestMetrics): only for benchmarks that measure their
+	// cost.
+	DisableRequestMetrics bool
 }
 
 // DefaultCompactionInterval is kube-apiserver's --etcd-compaction-interval.
@@ -179,6 +184,10 @@ type Server struct {
 	// converters make CRDs' conversion webhook converters
 	// (customresource_conversion.go).
 	converters *crdConverters
+	// counts are the resources whose object counts are published
+	// (observeCount).
+	countsMu sync.Mutex
+	counts   map[schema.GroupResource]*countObserver
 }
 
 // KubernetesVersion is the version of k8s.io/kubernetes this binary is
@@ -234,7 +243,7 @@ func New(cfg Config) (*Server, error) {
 		compaction = 0 // the compactor's "off"
 	}
 	s.compactor = sqlstorage.NewCompactor(cfg.Client, compaction)
-	s.stops = append(s.stops, s.compactor.Stop)
+	s.stops = append(s.stops, s.compactor.Stop, sqlstorage.MonitorStorageSize(cfg.Client))
 	for _, r := range s.api.Registry.Resources() {
 		if r.Virtual() {
 			continue // virtual: nothing stored
@@ -455,7 +464,45 @@ func (s *Server) openStorage(r *registry.Resource) (st k8sstorage.Interface, sto
 		closeStore()
 		return nil, nil, nil, err
 	}
-	return cached, func() { cached.Stop(); closeStore() }, cached.Ready, nil
+	stopCount := s.observeCount(store, r)
+	return cached, func() { stopCount(); cached.Stop(); closeStore() }, cached.Ready, nil
+}
+
+// observeCount publishes a stored resource's object count
+// (sqlstorage.ObserveObjectCounts) once per resource, whichever of its
+// versions' stores asks first; resources stored as another one's objects
+// (StorageVersion) are counted as that one.
+func (s *Server) observeCount(store k8sstorage.Interface, r *registry.Resource) (stop func()) {
+	if r.StorageVersion != nil {
+		return func() {}
+	}
+	gr := r.GroupResource()
+	s.countsMu.Lock()
+	defer s.countsMu.Unlock()
+	if s.counts == nil {
+		s.counts = map[schema.GroupResource]*countObserver{}
+	}
+	o := s.counts[gr]
+	if o == nil {
+		o = &countObserver{stop: sqlstorage.ObserveObjectCounts(store, gr, 0)}
+		s.counts[gr] = o
+	}
+	o.users++
+	return func() {
+		s.countsMu.Lock()
+		defer s.countsMu.Unlock()
+		if o.users--; o.users == 0 {
+			o.stop()
+			delete(s.counts, gr)
+		}
+	}
+}
+
+// countObserver is one resource's count polling, shared by its versions'
+// stores.
+type countObserver struct {
+	stop  func()
+	users int
 }
 
 // cluster is what bootstrapping writes through.
@@ -513,20 +560,28 @@ func (s *Server) routes() *echo.Echo {
 		}
 		return s.api.Authz.Authorize(ctx, a)
 	})
-	e.Use(filters.RequestInfo, filters.Timeout, filters.Authentication(authn, s.cfg.Authenticate))
+	requestMetrics := &filters.RequestMetrics{Off: s.cfg.DisableRequestMetrics, Deprecated: newDeprecations(s.api.Registry, s.cfg.Version).Deprecated}
+	e.Use(filters.RequestInfo, requestMetrics.Middleware, filters.Timeout, filters.Authentication(authn, s.cfg.Authenticate))
 	if s.cfg.Audit != nil {
 		e.Use(s.cfg.Audit.Middleware) // rejected requests (429 below) are audited too
 	}
 	e.Use(filters.Impersonation(authorize))
-	e.Use(filters.NewInflightLimiter(s.cfg.MaxRequestsInflight, s.cfg.MaxMutatingRequestsInflight).Middleware)
+	limiter := filters.NewInflightLimiter(s.cfg.MaxRequestsInflight, s.cfg.MaxMutatingRequestsInflight)
+	stopInflight := make(chan struct{})
+	limiter.PublishMetrics(stopInflight)
+	s.stops = append(s.stops, func() { close(stopInflight) })
+	e.Use(limiter.Middleware)
 	e.Use(filters.Authorization(authorize))
 	for _, p := range []string{"/healthz", "/livez"} {
 		e.GET(p, func(c echo.Context) error { return c.String(http.StatusOK, "ok") })
 	}
 	e.GET("/readyz", s.readyz)
-	// The storage layer's metrics (watch caches, fan-out, list latency by
-	// source, etcd request latency); authenticated like the API.
-	e.GET("/metrics", echo.WrapHandler(sqlstorage.MetricsHandler()))
+	// The API server's metrics (metrics.go): requests, admission,
+	// storage (watch caches, fan-out, list latency by source, etcd
+	// request latency, object counts, database size); authenticated like
+	// the API.
+	sqlstorage.RegisterMetrics()
+	e.GET("/metrics", echo.WrapHandler(metricsHandler()))
 	e.GET("/version", s.discovery.ServeVersion)
 	e.GET(serviceaccount.OpenIDConfigPath, s.openIDConfig)
 	e.GET(serviceaccount.JWKSPath, s.openIDKeys)

@@ -41,6 +41,10 @@ func MetricsHandler() http.Handler {
 	return legacyregistry.Handler()
 }
 
+// RegisterMetrics registers the storage layer's metrics (those
+// MetricsHandler lists) in Kubernetes' legacy registry, once.
+func RegisterMetrics() { registerMetrics() }
+
 // registerMetrics registers the metrics once; stores and caches call it
 // before they start, since upstream metrics used before registration stay
 // silent.

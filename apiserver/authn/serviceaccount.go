@@ -52,6 +52,9 @@ func NewServiceAccounts(key crypto.Signer, issuer string, cacheTTL time.Duration
 		return nil, err
 	}
 	getter := clientTokenGetter{client}
+	// serviceaccount_legacy_tokens_total, _stale_tokens_total and
+	// _valid_tokens_total, as kube-apiserver registers them.
+	serviceaccount.RegisterMetrics()
 	bound := serviceaccount.JWTTokenAuthenticator([]string{issuer}, keys, authenticator.Audiences{issuer}, serviceaccount.NewValidator(getter))
 	legacyValidator, err := serviceaccount.NewLegacyValidator(true, getter, client.CoreV1())
 	if err != nil {

@@ -3,12 +3,15 @@ package filters
 import (
 	"slices"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/labstack/echo/v4"
 	"github.com/sqlkube/sqlkube/apiserver/responses"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/apiserver/pkg/endpoints/metrics"
 	"k8s.io/apiserver/pkg/endpoints/request"
 )
 
@@ -43,6 +46,9 @@ type InflightLimiter struct {
 	readOnly, mutating chan struct{} // nil: unlimited
 	mu                 sync.Mutex    // guards held
 	held               map[heldKey]int
+	// readOnlyPeak and mutatingPeak are the most slots held at once since
+	// the last PublishMetrics tick.
+	readOnlyPeak, mutatingPeak atomic.Int64
 }
 
 // heldKey counts one user's slots of one budget.
@@ -116,6 +122,15 @@ func (l *InflightLimiter) take(slots chan struct{}, key heldKey) bool {
 	select {
 	case slots <- struct{}{}:
 		l.held[key]++
+		peak := &l.readOnlyPeak
+		if key.mutating {
+			peak = &l.mutatingPeak
+		}
+		for n := int64(len(slots)); ; {
+			if p := peak.Load(); p >= n || peak.CompareAndSwap(p, n) {
+				break
+			}
+		}
 		return true
 	default:
 		return false
@@ -134,4 +149,34 @@ func (l *InflightLimiter) release(slots chan struct{}, key heldKey) {
 // exemptFromLimits: system:masters and the API server's own identity.
 func exemptFromLimits(u user.Info) bool {
 	return u.GetName() == user.APIServerUser || slices.Contains(u.GetGroups(), user.SystemPrivilegedGroup)
+}
+
+// PublishMetrics sets apiserver_current_inflight_requests{request_kind=
+// "readOnly"|"mutating"} every second, until stop closes, to the most
+// slots held at once in that second, as kube-apiserver's max-in-flight
+// filter does (requests exempt from the limits are not counted). Without
+// any budget nothing is published, as kube-apiserver installs no filter
+// then.
+func (l *InflightLimiter) PublishMetrics(stop <-chan struct{}) {
+	if l.readOnly == nil && l.mutating == nil {
+		return
+	}
+	metrics.Register()
+	publish := func() {
+		metrics.UpdateInflightRequestMetrics(metrics.ExecutingPhase,
+			int(l.readOnlyPeak.Swap(int64(len(l.readOnly)))), int(l.mutatingPeak.Swap(int64(len(l.mutating)))))
+	}
+	publish()
+	go func() {
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				publish()
+			}
+		}
+	}()
 }

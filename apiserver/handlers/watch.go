@@ -10,6 +10,7 @@ import (
 	"github.com/sqlkube/sqlkube/apiserver/responses"
 	"github.com/sqlkube/sqlkube/apiserver/scheme"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -17,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/httpstream/wsstream"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/apiserver/pkg/endpoints/handlers/negotiation"
+	"k8s.io/apiserver/pkg/endpoints/metrics"
 	k8sstorage "k8s.io/apiserver/pkg/storage"
 	storeerr "k8s.io/apiserver/pkg/storage/errors"
 )
@@ -107,7 +109,17 @@ func (h *Request) newWatchEncoding() watchEncoding {
 // object encoded on its own first, until the client goes (send fails),
 // ctx ends (timeoutSeconds), the server stops or storage ends the watch.
 // An ERROR event (a 410 Gone or 429 Status) is the last one sent.
+//
+// Each event sent is counted in Kubernetes' apiserver_watch_events_total
+// and apiserver_watch_events_sizes (the size of the event's encoded
+// object), and the end of a watch-list's initial events
+// (sendInitialEvents) in apiserver_watch_list_duration_seconds, as
+// kube-apiserver's watch handler does.
 func (h *Request) streamEvents(ctx context.Context, w watch.Interface, enc watchEncoding, send func(*metav1.WatchEvent) error) error {
+	start := time.Now()
+	gvr := schema.GroupVersionResource{Group: h.Info.APIGroup, Version: h.Info.APIVersion, Resource: h.Info.Resource}
+	sent := metrics.WatchEvents.WithContext(ctx).WithLabelValues(gvr.Group, gvr.Version, gvr.Resource)
+	sizes := metrics.WatchEventsSizes.WithContext(ctx).WithLabelValues(gvr.Group, gvr.Version, gvr.Resource)
 	var buf bytes.Buffer
 	for {
 		select {
@@ -149,12 +161,25 @@ func (h *Request) streamEvents(ctx context.Context, w watch.Interface, enc watch
 				buf.Reset()
 				_ = enc.status.Encode(&st, &buf)
 			}
+			initialEventsEnd := ev.Type == watch.Bookmark && isInitialEventsEnd(ev.Object)
 			if err := send(&metav1.WatchEvent{Type: string(ev.Type), Object: runtime.RawExtension{Raw: buf.Bytes()}}); err != nil {
 				return nil
+			}
+			sent.Inc()
+			sizes.Observe(float64(buf.Len()))
+			if initialEventsEnd {
+				metrics.RecordWatchListLatency(ctx, gvr, metrics.CleanScope(h.Info), time.Since(start))
 			}
 			if ev.Type == watch.Error {
 				return nil
 			}
 		}
 	}
+}
+
+// isInitialEventsEnd reports whether a bookmark ends a watch-list's
+// initial events.
+func isInitialEventsEnd(obj runtime.Object) bool {
+	m, err := meta.Accessor(obj)
+	return err == nil && m.GetAnnotations()[metav1.InitialEventsAnnotationKey] == "true"
 }

@@ -1,0 +1,158 @@
+package apiserver
+
+import (
+	"net/http"
+	"strings"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilversion "k8s.io/apimachinery/pkg/util/version"
+	"k8s.io/apiserver/pkg/endpoints/deprecation"
+	"k8s.io/apiserver/pkg/endpoints/request"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	"k8s.io/component-base/metrics/legacyregistry"
+
+	// kubernetes_build_info, registered by the package's init.
+	_ "k8s.io/component-base/metrics/prometheus/version"
+
+	"github.com/sqlkube/sqlkube/apiserver/registry"
+)
+
+// Which metrics are the API server's.
+//
+// Kubernetes' libraries register their metrics in one process-wide
+// registry, k8s.io/component-base/metrics/legacyregistry, mostly from
+// package init()s or Register() functions whose sync.Once makes them
+// process-wide too: the API server's (apiserver_*, etcd_*, the watch
+// cache's, admission's, authentication's, aggregator_*), the controller
+// manager's (workqueue_* — every informer-driven controller of the process,
+// the API server's own included —, node_collector_*, job_controller_*,
+// endpoint_slice_*...), the scheduler's (scheduler_*), client-go's
+// (rest_client_*, labelled by host and verb only, so the API server's
+// loopback, the controllers' and the scheduler's requests land in the
+// same series) and the process's (go_*, process_*, kubernetes_build_info,
+// kubernetes_feature_enabled, registered_metrics_total...). The metric
+// values are package variables: a family cannot be registered in a second
+// registry for one component only, nor split by component afterwards.
+//
+// So a component's endpoint is a view of legacyregistry filtered by family
+// name: the API server's /metrics serves the families whose names
+// APIServerOwns, and the controller manager's and the scheduler's endpoints
+// can serve theirs with their own prefixes (a family on no list is served
+// nowhere, which a test can catch). Families shared by name (workqueue_*,
+// rest_client_*) go to one endpoint: a series appears on one endpoint
+// only. go_* and process_* describe the whole process, which the API
+// server's endpoint serves; a component of its own process (sqlkube
+// controller-manager) serves them itself.
+var apiServerPrefixes = []string{
+	"apiserver_",      // requests, admission, storage, watch cache, flow control, authentication...
+	"etcd_",           // the etcd3 store's requests and bookmarks
+	"aggregator_",     // the aggregator's unavailable APIServices
+	"authentication_", // authentication latency and attempts
+	"authorization_",  // authorization latency and attempts
+	"authenticated_user_requests",
+	"field_validation_request_duration_seconds",
+	"watch_cache_", // the watch cache's capacity changes
+	"serviceaccount_",
+	"pod_security_",    // the PodSecurity admission plugin
+	"sqlkube_storage_", // our watch fan-out and list latency by source
+	"kubernetes_build_info",
+	"kubernetes_feature_enabled",
+	"registered_metrics_total", "disabled_metrics_total", "hidden_metrics_total",
+	"cardinality_enforcement_unexpected_categorizations_total",
+	"go_", "process_",
+}
+
+// APIServerOwns reports whether the metric family name is served on the
+// API server's /metrics.
+func APIServerOwns(family string) bool {
+	for _, p := range apiServerPrefixes {
+		if strings.HasPrefix(family, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// ownedGatherer is a gatherer's families that own reports true for.
+type ownedGatherer struct {
+	prometheus.Gatherer
+	own func(string) bool
+}
+
+func (g ownedGatherer) Gather() ([]*dto.MetricFamily, error) {
+	mfs, err := g.Gatherer.Gather()
+	kept := mfs[:0]
+	for _, mf := range mfs {
+		if g.own(mf.GetName()) {
+			kept = append(kept, mf)
+		}
+	}
+	return kept, err
+}
+
+// featureMetrics records kubernetes_feature_enabled, as kube-apiserver
+// does at start (once per process: the gates are process-wide).
+var featureMetrics sync.Once
+
+// metricsHandler serves the API server's metrics (APIServerOwns) in
+// Prometheus' text format.
+func metricsHandler() http.Handler {
+	featureMetrics.Do(utilfeature.DefaultMutableFeatureGate.AddMetrics)
+	return promhttp.HandlerFor(ownedGatherer{legacyregistry.DefaultGatherer, APIServerOwns},
+		promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError, ProcessStartTime: legacyregistry.GetProcessStart()})
+}
+
+// deprecations reports which served versions are deprecated
+// (apiserver_requested_deprecated_apis), as kube-apiserver's installer
+// decides per route: by the versioned type's prerelease lifecycle against
+// the server's own version. Built-in resources only (a CRD version's
+// deprecated flag is not reported, nor is it by kube-apiserver's metric).
+type deprecations struct {
+	reg          *registry.Registry
+	major, minor int
+	known        bool // the version parsed
+	mu           sync.Mutex
+	cache        map[schema.GroupVersionResource]string // removed release, or "-" if not deprecated
+}
+
+func newDeprecations(reg *registry.Registry, version string) *deprecations {
+	d := &deprecations{reg: reg, cache: map[schema.GroupVersionResource]string{}}
+	if v, err := utilversion.ParseGeneric(version); err == nil {
+		d.major, d.minor, d.known = int(v.Major()), int(v.Minor()), true
+	}
+	return d
+}
+
+// Deprecated is filters.RequestMetrics' Deprecated.
+func (d *deprecations) Deprecated(info *request.RequestInfo) (bool, string) {
+	if !d.known {
+		return false, ""
+	}
+	gvr := schema.GroupVersionResource{Group: info.APIGroup, Version: info.APIVersion, Resource: info.Resource}
+	d.mu.Lock()
+	removed, ok := d.cache[gvr]
+	d.mu.Unlock()
+	if !ok {
+		r, found := d.reg.Lookup(gvr)
+		if !found {
+			return false, "" // not cached: any path may be asked for
+		}
+		removed = "-"
+		if r.Custom == nil && r.New != nil {
+			if obj := r.New(); deprecation.IsDeprecated(obj, d.major, d.minor) {
+				removed = deprecation.RemovedRelease(obj)
+			}
+		}
+		d.mu.Lock()
+		d.cache[gvr] = removed
+		d.mu.Unlock()
+	}
+	if removed == "-" {
+		return false, ""
+	}
+	return true, removed
+}
