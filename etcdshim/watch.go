@@ -1,6 +1,7 @@
 package etcdshim
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -9,6 +10,7 @@ import (
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/sqlkube/sqlkube/etcdshim/sqlstore"
@@ -270,6 +272,24 @@ func (st *watchStream) create(cr *pb.WatchCreateRequest) {
 	// waited on the database would start its watch late, and etcd answers
 	// a create from memory.
 	cur, compacted := st.s.be.KnownRevisions()
+	key := cr.Key
+	if len(key) == 0 {
+		key = []byte{0} // as etcd: the smallest key
+	}
+	// etcd refuses a negative start revision, and a range that holds no
+	// key, as it does a duplicate ID: with a created and cancelled response
+	// for no watch.
+	refuse := ""
+	switch {
+	case cr.StartRevision < 0:
+		refuse = rpctypes.ErrCompacted.Error()
+	case len(cr.RangeEnd) > 0 && !bytes.Equal(cr.RangeEnd, []byte{0}) && bytes.Compare(key, cr.RangeEnd) >= 0:
+		refuse = "mvcc: watcher range is empty"
+	}
+	if refuse != "" {
+		st.enqueue(&pb.WatchResponse{Header: st.s.header(cur), WatchId: progressWatchID, Created: true, Canceled: true, CancelReason: refuse})
+		return
+	}
 	sw := &streamWatch{id: cr.WatchId, progressNotify: cr.ProgressNotify, fragment: cr.Fragment, prevKV: cr.PrevKv}
 	for _, f := range cr.Filters {
 		switch f {
@@ -312,7 +332,7 @@ func (st *watchStream) create(cr *pb.WatchCreateRequest) {
 			CancelReason: "etcdserver: mvcc: required revision has been compacted"})
 		return
 	}
-	w, err := st.s.be.Watch(ctx, cr.Key, cr.RangeEnd, start, func(b sqlstore.WatchBatch) (err error) {
+	w, err := st.s.be.Watch(ctx, key, cr.RangeEnd, start, func(b sqlstore.WatchBatch) (err error) {
 		// deliver runs in the store's goroutine for this watch.
 		defer func() {
 			if r := recover(); r != nil {
