@@ -16,11 +16,17 @@ import (
 	"context"
 	"io"
 	"net"
+	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
 
+	"github.com/sqlkube/sqlkube/apiserver"
+	"github.com/sqlkube/sqlkube/apiserver/authn"
+	"github.com/sqlkube/sqlkube/apiserver/authz"
+	"github.com/sqlkube/sqlkube/apiserver/filters"
 	"github.com/sqlkube/sqlkube/apiserver/pki"
+	"github.com/sqlkube/sqlkube/clusterdns"
 )
 
 // Config is one control plane. Its fields are the flags of `sqlkube
@@ -105,4 +111,22 @@ func (c *Config) out() io.Writer {
 		return io.Discard
 	}
 	return c.Out
+}
+
+// Defaults is a Config with `sqlkube server`'s defaults (DataDir and
+// the listener aside).
+func Defaults() Config {
+	return Config{
+		BindAddress: DefaultBindAddress, SecurePort: 6443,
+		ServiceIPs: apiserver.DefaultServiceClusterIPRange, NodePorts: apiserver.DefaultServiceNodePortRange,
+		SAIssuer: authn.DefaultServiceAccountIssuer, AuthorizationMode: authz.ModeRBAC,
+		MaxInflight: filters.DefaultMaxRequestsInflight, MaxMutating: filters.DefaultMaxMutatingRequestsInflight,
+		Compaction: apiserver.DefaultCompactionInterval, AllowPrivileged: true,
+		DNS: DNSConfig{Domain: clusterdns.DefaultDomain, Port: clusterdns.DefaultPort},
+	}
+}
+
+// DefaultComponents are `sqlkube server`'s default components.
+func DefaultComponents() *Components {
+	return &Components{Controllers: strings.Split(DefaultControllers, ","), ClusterCIDR: "10.42.0.0/16"}
 }

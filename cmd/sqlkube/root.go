@@ -53,7 +53,7 @@ func newRootCommand() *cobra.Command {
 	}
 	root.PersistentFlags().StringVar(&lf.level, "log-level", "info", "log level: trace, debug, info, warn, error")
 	root.PersistentFlags().StringVar(&lf.format, "log-format", "text", "log format: text (for people; coloured only on a terminal) or json (one object per line)")
-	root.AddCommand(newVersionCommand(), newServerCommand(lf), newAPIServerCommand(lf), newEtcdCommand(lf), newMigrateCommand(), newDatastoreCommand(), newProbeCommand(), newBenchCommand(lf), newCertsCommand(), newTokenCommand(), newNodeCommand(lf), newControllerManagerCommand(lf), newSchedulerCommand(lf))
+	root.AddCommand(newVersionCommand(), newServerCommand(lf), newHostCommand(lf), newTenantCommand(), newAPIServerCommand(lf), newEtcdCommand(lf), newMigrateCommand(), newDatastoreCommand(), newProbeCommand(), newBenchCommand(lf), newCertsCommand(), newTokenCommand(), newNodeCommand(lf), newControllerManagerCommand(lf), newSchedulerCommand(lf))
 	root.AddCommand(newImagesCommand(), newKubeProxyCommand(lf), newKubeletCommand(lf), newContainerdCommand(), newCtrCommand())
 	root.AddCommand(newResetCommand(lf), newRegistryCommand(lf))
 	return root

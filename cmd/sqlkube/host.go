@@ -1,0 +1,146 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/spf13/cobra"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/sqlkube/sqlkube/controlplane"
+	"github.com/sqlkube/sqlkube/etcdshim"
+	"github.com/sqlkube/sqlkube/etcdshim/sqlstore"
+	"github.com/sqlkube/sqlkube/storage"
+	"github.com/sqlkube/sqlkube/tenant"
+)
+
+// hostFlags configure `sqlkube host`.
+type hostFlags struct {
+	dataDir     string
+	datastore   string
+	bindAddress string
+	securePort  int
+	tenantPorts string
+	tenantBind  string
+	tenantHost  string
+	advertise   string
+	quota       int64
+	fakeNodes   int
+}
+
+// newHostCommand is `sqlkube host`: a control plane whose API serves
+// Tenant objects, and the tenant clusters they ask for, in one process.
+func newHostCommand(lf *logFlags) *cobra.Command {
+	f := &hostFlags{}
+	cmd := &cobra.Command{
+		Use:   "host",
+		Short: "Host many tenant clusters in one process, managed as Tenant objects (tenants.sqlkube.io) on the host's own API",
+		Long: "Host many tenant clusters in one process. The host serves its own Kubernetes API (its admin kubeconfig is\n" +
+			"DATA_DIR/kubeconfig), where Tenant objects (kubectl, or `sqlkube tenant`) ask for clusters; each tenant is a whole\n" +
+			"cluster (identity, API endpoint on a port of --tenant-ports, controllers, scheduler, data of its own).",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log, err := stderrLogger(lf)
+			if err != nil {
+				return err
+			}
+			return runHost(cmd.Context(), f, log, cmd.OutOrStdout())
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.dataDir, "data-dir", "./sqlkube-host", "directory for the host's database, certificates and admin kubeconfig, and the tenants' files (tenants/NAME)")
+	fl.StringVar(&f.datastore, "datastore", "", "the host's datastore DSN, where Tenant objects are kept (default: sqlite://DATA_DIR/host.db)")
+	fl.StringVar(&f.bindAddress, "bind-address", "127.0.0.1", "address of the host's API")
+	fl.IntVar(&f.securePort, "secure-port", 6443, "port of the host's API (0: any free port)")
+	fl.StringVar(&f.tenantPorts, "tenant-ports", "7000-7999", "ports tenants' APIs take, one each (MIN-MAX)")
+	fl.StringVar(&f.tenantBind, "tenant-bind-address", controlplane.DefaultBindAddress, "address tenants' APIs listen on")
+	fl.StringVar(&f.tenantHost, "tenant-endpoint-host", "", "host name or address in tenants' endpoints and kubeconfigs (default: the loopback address when --tenant-bind-address is every address)")
+	fl.StringVar(&f.advertise, "advertise-address", "", "address tenants' kubernetes Services name, which their pods reach them at (default: the host's)")
+	fl.Int64Var(&f.quota, "quota-backend-bytes", 0, "a tenant's datastore quota unless its spec gives one, as etcd's flag (0: 2 GiB; negative: none)")
+	fl.IntVar(&f.fakeNodes, "tenant-fake-nodes", 0, "simulated nodes in each tenant (testing)")
+	return cmd
+}
+
+func parsePortRange(s string) (int, int, error) {
+	lo, hi, ok := strings.Cut(s, "-")
+	a, err1 := strconv.Atoi(lo)
+	b, err2 := strconv.Atoi(hi)
+	if !ok || err1 != nil || err2 != nil || a <= 0 || b < a || b > 65535 {
+		return 0, 0, fmt.Errorf("--tenant-ports %q: want MIN-MAX, 1-65535", s)
+	}
+	return a, b, nil
+}
+
+func runHost(ctx context.Context, f *hostFlags, log zerolog.Logger, out io.Writer) error {
+	pmin, pmax, err := parsePortRange(f.tenantPorts)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signalContext(ctx)
+	defer stop()
+	start := time.Now()
+	if err := os.MkdirAll(f.dataDir, 0o700); err != nil {
+		return fmt.Errorf("create --data-dir: %w", err)
+	}
+	dsn := f.datastore
+	if dsn == "" {
+		dsn = "sqlite://" + filepath.Join(f.dataDir, "host.db")
+	}
+	store, err := sqlstore.Open(ctx, sqlstore.Options{DSN: dsn, Logger: log})
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	etcd := etcdshim.New(etcdshim.Options{Backend: store, Logger: log, ClusterKey: store.Describe()})
+	defer etcd.Stop(5 * time.Second)
+	client := storage.Local(etcd)
+	defer client.Close()
+
+	cfg := controlplane.Defaults()
+	cfg.DataDir, cfg.BindAddress, cfg.SecurePort = f.dataDir, f.bindAddress, f.securePort
+	cfg.DNS.Disable = true
+	cfg.Log, cfg.Out = log, out
+	if err := controlplane.EstablishIdentity(ctx, client.KV, &cfg); err != nil {
+		return err
+	}
+	hostLog := log.With().Str("component", "tenant-host").Logger()
+	hcfg := tenant.HostConfig{
+		DataDir: f.dataDir, BindAddress: f.tenantBind, EndpointHost: f.tenantHost, Advertise: f.advertise,
+		PortMin: pmin, PortMax: pmax, QuotaBytes: f.quota, Log: hostLog, FakeNodes: f.fakeNodes,
+	}
+	// The tenants stop before the host's API (whose Serve returns last).
+	var hostRun sync.WaitGroup
+	ctx, cancel := context.WithCancel(ctx)
+	defer func() {
+		cancel()
+		hostRun.Wait()
+	}()
+	cfg.Serving = func(sv controlplane.Serving) {
+		hostRun.Go(func() {
+			rc, err := clientcmd.BuildConfigFromFlags("", sv.Kubeconfig)
+			if err == nil {
+				err = tenant.Install(ctx, rc)
+			}
+			var h *tenant.Host
+			if err == nil {
+				h, err = tenant.NewHost(hcfg, rc)
+			}
+			if err == nil {
+				fmt.Fprintf(out, "Tenants: sqlkube tenant create NAME --kubeconfig %s\n", sv.Kubeconfig)
+				err = h.Run(ctx)
+			}
+			if err != nil && ctx.Err() == nil {
+				log.Error().Err(err).Msg("the tenant host stopped; the host's API goes on")
+			}
+		})
+	}
+	return controlplane.Serve(ctx, &cfg, client, store.Describe(), start)
+}

@@ -1,0 +1,646 @@
+package tenant
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/sqlkube/sqlkube/controlplane"
+	"github.com/sqlkube/sqlkube/identity"
+)
+
+// HostConfig configures a tenant host.
+type HostConfig struct {
+	// DataDir holds each tenant's certificates and kubeconfig under
+	// tenants/NAME, and on SQLite its database (tenants/NAME/state.db).
+	DataDir string
+	// BindAddress is where tenants' APIs listen; EndpointHost is the host
+	// name or address in their endpoints and kubeconfigs ("": the
+	// loopback address when BindAddress is every address).
+	BindAddress, EndpointHost string
+	// Advertise is the address tenants' kubernetes Services name ("":
+	// the host's).
+	Advertise string
+	// PortMin and PortMax bound the tenants' API ports.
+	PortMin, PortMax int
+	// QuotaBytes is a tenant's datastore quota unless its spec gives one
+	// (0: the store's default).
+	QuotaBytes int64
+	// Components run in each tenant (nil: `sqlkube server`'s defaults).
+	Components *controlplane.Components
+	// FakeNodes simulated nodes run in each tenant (testing).
+	FakeNodes int
+	Log       zerolog.Logger
+}
+
+// Host runs the tenants of the Tenant objects in its API.
+type Host struct {
+	cfg     HostConfig
+	dyn     dynamic.Interface
+	tenants dynamic.ResourceInterface
+	cs      kubernetes.Interface
+	lister  cache.GenericLister
+	queue   workqueue.TypedRateLimitingInterface[string]
+
+	mu    sync.Mutex
+	slots map[string]*slot
+}
+
+// slot is a tenant this host runs or holds suspended.
+type slot struct {
+	port int
+	in   *instance     // running (nil: suspended or stopped)
+	wake *wakeListener // suspended, holding the port
+	// woken is set when a request woke the tenant and the host has not
+	// yet seen its spec resumed.
+	woken bool
+}
+
+// NewHost builds a host over the host API's cfg.
+func NewHost(cfg HostConfig, rc *rest.Config) (*Host, error) {
+	if cfg.PortMin <= 0 || cfg.PortMax < cfg.PortMin {
+		return nil, fmt.Errorf("tenant port range %d-%d is empty", cfg.PortMin, cfg.PortMax)
+	}
+	if cfg.EndpointHost == "" {
+		cfg.EndpointHost = "127.0.0.1"
+		if ip := net.ParseIP(cfg.BindAddress); ip != nil && !ip.IsUnspecified() {
+			cfg.EndpointHost = cfg.BindAddress
+		}
+	}
+	dyn, err := dynamic.NewForConfig(rc)
+	if err != nil {
+		return nil, err
+	}
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, err
+	}
+	return &Host{cfg: cfg, dyn: dyn, tenants: dyn.Resource(GVR), cs: cs, slots: map[string]*slot{},
+		queue: workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]())}, nil
+}
+
+// Install makes the Tenant resource and the tenants' namespace on the
+// host API, and waits until the resource is served.
+func Install(ctx context.Context, rc *rest.Config) error {
+	ax, err := apiextensionsclient.NewForConfig(rc)
+	if err != nil {
+		return err
+	}
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return err
+	}
+	crd := CRD()
+	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: Namespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return false, nil
+		}
+		got, err := ax.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, crd.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			_, err = ax.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, crd, metav1.CreateOptions{})
+			return false, nil
+		}
+		if err != nil {
+			return false, nil
+		}
+		for _, c := range got.Status.Conditions {
+			if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+}
+
+// Run serves the tenants until ctx ends, then stops them all (their data
+// stays).
+func (h *Host) Run(ctx context.Context) error {
+	factory := dynamicinformer.NewDynamicSharedInformerFactory(h.dyn, 0)
+	inf := factory.ForResource(GVR)
+	h.lister = inf.Lister()
+	enqueue := func(obj any) {
+		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
+			h.queue.Add(key)
+		}
+	}
+	if _, err := inf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: enqueue, UpdateFunc: func(_, obj any) { enqueue(obj) }, DeleteFunc: enqueue,
+	}); err != nil {
+		return err
+	}
+	factory.Start(ctx.Done())
+	defer factory.Shutdown()
+	if !cache.WaitForCacheSync(ctx.Done(), inf.Informer().HasSynced) {
+		return ctx.Err()
+	}
+	go func() {
+		<-ctx.Done()
+		h.queue.ShutDown()
+	}()
+	var workers sync.WaitGroup
+	for range 4 {
+		workers.Go(func() {
+			for h.next(ctx) {
+			}
+		})
+	}
+	workers.Wait()
+	h.stopAll()
+	return nil
+}
+
+func (h *Host) next(ctx context.Context) bool {
+	name, quit := h.queue.Get()
+	if quit {
+		return false
+	}
+	defer h.queue.Done(name)
+	requeue, err := h.reconcile(ctx, name)
+	switch {
+	case err != nil && ctx.Err() == nil:
+		h.cfg.Log.Warn().Err(err).Str("tenant", name).Msg("tenant not reconciled; retrying")
+		h.queue.AddRateLimited(name)
+	case requeue > 0:
+		h.queue.Forget(name)
+		h.queue.AddAfter(name, requeue)
+	default:
+		h.queue.Forget(name)
+	}
+	return true
+}
+
+// stopAll stops every running tenant and lets go of suspended ones'
+// ports.
+func (h *Host) stopAll() {
+	h.mu.Lock()
+	slots := h.slots
+	h.slots = map[string]*slot{}
+	h.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, sl := range slots {
+		wg.Go(func() { h.release(sl) })
+	}
+	wg.Wait()
+}
+
+// release stops what runs in sl and closes its port.
+func (h *Host) release(sl *slot) {
+	if sl.in != nil {
+		_ = sl.in.stop()
+		sl.in = nil
+	}
+	if sl.wake != nil {
+		sl.wake.Close()
+		sl.wake = nil
+	}
+}
+
+// get is the Tenant name from the informer's cache (nil: gone).
+func (h *Host) get(name string) (*Tenant, error) {
+	obj, err := h.lister.Get(name)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return nil, fmt.Errorf("tenant %s: unexpected %T", name, obj)
+	}
+	return FromUnstructured(u.DeepCopy())
+}
+
+// reconcile brings tenant name to what its object asks. Every step is
+// idempotent, so a host that stopped anywhere (a crash mid-create or
+// mid-delete) finishes the job when it starts again.
+func (h *Host) reconcile(ctx context.Context, name string) (time.Duration, error) {
+	t, err := h.get(name)
+	if err != nil {
+		return 0, err
+	}
+	if t == nil { // gone (its finalizer ran on this or another host)
+		h.drop(name)
+		return 0, nil
+	}
+	if t.DeletionTimestamp != nil {
+		return 0, h.remove(ctx, t)
+	}
+	if why := ValidName(t.Name); why != "" {
+		return 0, h.setStatus(ctx, t, func(s *Status) { s.Phase, s.Message = PhaseFailed, why })
+	}
+	if !hasFinalizer(t) {
+		t.Finalizers = append(t.Finalizers, Finalizer)
+		return 0, h.update(ctx, t)
+	}
+	token, err := h.ensureToken(ctx, t)
+	if err != nil {
+		return 0, err
+	}
+	if t.Status.Port == 0 {
+		port, err := h.allocatePort(t.Name)
+		if err != nil {
+			return 0, h.setStatus(ctx, t, func(s *Status) { s.Phase, s.Message = PhaseFailed, err.Error() })
+		}
+		return 0, h.setStatus(ctx, t, func(s *Status) {
+			s.Port, s.Phase, s.Message = port, PhasePending, ""
+			s.Endpoint = h.endpoint(port)
+			s.Datastore = h.dsn(t.Name)
+		})
+	}
+	sl := h.slot(t.Name, t.Status.Port)
+	h.mu.Lock()
+	if !t.Spec.Suspended {
+		sl.woken = false
+	}
+	suspend := t.Spec.Suspended && !sl.woken
+	h.mu.Unlock()
+	if suspend {
+		if err := h.suspend(t.Name, sl); err != nil {
+			return 0, err
+		}
+		return 0, h.setStatus(ctx, t, func(s *Status) { s.Phase, s.Message = PhaseSuspended, "" })
+	}
+	in, err := h.start(ctx, t, sl, token, nil)
+	if err != nil {
+		return 0, h.setStatus(ctx, t, func(s *Status) { s.Phase, s.Message = PhaseFailed, err.Error() })
+	}
+	select {
+	case <-in.done:
+		h.mu.Lock()
+		if sl.in == in {
+			sl.in = nil
+		}
+		h.mu.Unlock()
+		msg := "stopped"
+		if in.err != nil {
+			msg = in.err.Error()
+		}
+		if err := h.setStatus(ctx, t, func(s *Status) { s.Phase, s.Message = PhaseFailed, msg }); err != nil {
+			return 0, err
+		}
+		return 5 * time.Second, nil // try again
+	case <-in.ready:
+	default:
+		return 0, nil // the instance enqueues the tenant once it serves or stops
+	}
+	sv, _ := in.waitReady(ctx)
+	secret, err := h.ensureKubeconfig(ctx, t, sv)
+	if err != nil {
+		return 0, err
+	}
+	return 0, h.setStatus(ctx, t, func(s *Status) {
+		s.Phase, s.Message, s.KubeconfigSecret = PhaseReady, "", secret
+		s.Endpoint = h.endpoint(t.Status.Port)
+	})
+}
+
+func hasFinalizer(t *Tenant) bool {
+	for _, f := range t.Finalizers {
+		if f == Finalizer {
+			return true
+		}
+	}
+	return false
+}
+
+// slot is tenant name's slot, made for port if there is none.
+func (h *Host) slot(name string, port int) *slot {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	sl := h.slots[name]
+	if sl == nil {
+		sl = &slot{port: port}
+		h.slots[name] = sl
+	}
+	return sl
+}
+
+// drop releases tenant name's slot.
+func (h *Host) drop(name string) {
+	h.mu.Lock()
+	sl := h.slots[name]
+	delete(h.slots, name)
+	h.mu.Unlock()
+	if sl != nil {
+		h.release(sl)
+	}
+}
+
+func (h *Host) endpoint(port int) string {
+	return "https://" + net.JoinHostPort(h.cfg.EndpointHost, strconv.Itoa(port))
+}
+
+// tenantDir is where tenant name's files are on this host.
+func (h *Host) tenantDir(name string) string { return filepath.Join(h.cfg.DataDir, "tenants", name) }
+
+// dsn is tenant name's datastore.
+func (h *Host) dsn(name string) string {
+	return "sqlite://" + filepath.Join(h.tenantDir(name), "state.db")
+}
+
+// allocatePort is the lowest port of the range no other tenant has.
+func (h *Host) allocatePort(name string) (int, error) {
+	objs, err := h.lister.List(labels.Everything())
+	if err != nil {
+		return 0, err
+	}
+	used := map[int]bool{}
+	for _, o := range objs {
+		if u, ok := o.(*unstructured.Unstructured); ok && u.GetName() != name {
+			if p, found, _ := unstructured.NestedInt64(u.Object, "status", "port"); found {
+				used[int(p)] = true
+			}
+		}
+	}
+	for p := h.cfg.PortMin; p <= h.cfg.PortMax; p++ {
+		if !used[p] {
+			return p, nil
+		}
+	}
+	return 0, fmt.Errorf("no free port in the host's tenant range %d-%d", h.cfg.PortMin, h.cfg.PortMax)
+}
+
+// listen opens sl's port.
+func (h *Host) listen(sl *slot) (net.Listener, error) {
+	return net.Listen("tcp", net.JoinHostPort(h.cfg.BindAddress, strconv.Itoa(sl.port)))
+}
+
+// suspend stops tenant name's control plane, if it runs, and holds its
+// port for the request that wakes it.
+func (h *Host) suspend(name string, sl *slot) error {
+	h.mu.Lock()
+	in := sl.in
+	sl.in = nil
+	h.mu.Unlock()
+	if in != nil {
+		_ = in.stop()
+		h.cfg.Log.Info().Str("tenant", name).Msg("tenant suspended")
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if sl.wake != nil || sl.in != nil {
+		return nil
+	}
+	l, err := h.listen(sl)
+	if err != nil {
+		return fmt.Errorf("hold tenant %s's port: %w", name, err)
+	}
+	w := listenWake(l)
+	sl.wake = w
+	go h.awaitWake(name, sl, w)
+	return nil
+}
+
+// awaitWake resumes tenant name on the first connection to its port.
+func (h *Host) awaitWake(name string, sl *slot, w *wakeListener) {
+	c, ok := <-w.woke
+	if !ok {
+		return // the port was let go
+	}
+	h.mu.Lock()
+	if sl.wake != w { // no longer held for waking
+		h.mu.Unlock()
+		c.Close()
+		return
+	}
+	sl.wake, sl.woken = nil, true
+	h.mu.Unlock()
+	h.cfg.Log.Info().Str("tenant", name).Msg("a request wakes the suspended tenant")
+	t, err := h.get(name)
+	if err == nil && t != nil {
+		var token string
+		if token, err = h.readToken(context.Background(), name); err == nil {
+			_, err = h.start(context.Background(), t, sl, token, handoff(w.Listener, c))
+		}
+	}
+	if err != nil {
+		h.cfg.Log.Error().Err(err).Str("tenant", name).Msg("could not wake the tenant")
+		c.Close()
+		w.Close()
+	}
+	// The spec follows: the tenant is resumed, as `sqlkube tenant resume`
+	// would.
+	patch := []byte(`{"spec":{"suspended":false}}`)
+	_ = wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err := h.tenants.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
+		return err == nil || apierrors.IsNotFound(err), nil
+	})
+}
+
+// start runs tenant t's control plane in sl unless it runs already, on l
+// (nil: its port, opened now).
+func (h *Host) start(ctx context.Context, t *Tenant, sl *slot, token string, l net.Listener) (*instance, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if sl.in != nil {
+		if l != nil {
+			l.Close()
+		}
+		return sl.in, nil
+	}
+	if sl.wake != nil { // resumed by its spec: the port is ours already
+		l = sl.wake.Listener
+		sl.wake.detach()
+		sl.wake = nil
+	}
+	if l == nil {
+		var err error
+		if l, err = h.listen(sl); err != nil {
+			return nil, fmt.Errorf("listen on tenant %s's port: %w", t.Name, err)
+		}
+	}
+	dir := h.tenantDir(t.Name)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		l.Close()
+		return nil, err
+	}
+	cfg := controlplane.Defaults()
+	cfg.DataDir, cfg.BindAddress, cfg.Advertise = dir, h.cfg.BindAddress, h.cfg.Advertise
+	cfg.TLSSANs = []string{h.cfg.EndpointHost}
+	cfg.KubeconfigServer = h.endpoint(sl.port)
+	cfg.Token = token
+	cfg.DNS.Disable = true // TODO(tenants): a DNS port per tenant
+	comps := h.cfg.Components
+	if comps == nil {
+		comps = controlplane.DefaultComponents()
+	}
+	c := *comps
+	cfg.Components = &c
+	cfg.FakeNodes = h.cfg.FakeNodes
+	quota := h.cfg.QuotaBytes
+	if t.Spec.Quota != nil {
+		quota = t.Spec.Quota.Value()
+	}
+	log := h.cfg.Log.With().Str("tenant", t.Name).Logger()
+	in := runInstance(context.WithoutCancel(ctx), t.Name, h.dsn(t.Name), quota, cfg, l, log)
+	sl.in = in
+	name := t.Name
+	go func() {
+		select {
+		case <-in.ready:
+			log.Info().Str("endpoint", h.endpoint(sl.port)).Msg("tenant serving")
+		case <-in.done:
+		}
+		h.queue.Add(name)
+		<-in.done
+		h.queue.Add(name)
+	}()
+	return in, nil
+}
+
+// remove deletes tenant t: its control plane, data and Secrets, then
+// its finalizer.
+func (h *Host) remove(ctx context.Context, t *Tenant) error {
+	if !hasFinalizer(t) {
+		h.drop(t.Name)
+		return nil
+	}
+	if t.Status.Phase != PhaseDeleting {
+		if err := h.setStatus(ctx, t, func(s *Status) { s.Phase, s.Message = PhaseDeleting, "" }); err != nil {
+			return err
+		}
+	}
+	h.drop(t.Name)
+	if err := os.RemoveAll(h.tenantDir(t.Name)); err != nil {
+		return err
+	}
+	for _, s := range []string{t.Name + "-kubeconfig", t.Name + "-token"} {
+		if err := h.cs.CoreV1().Secrets(Namespace).Delete(ctx, s, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+	}
+	fresh, err := h.get(t.Name)
+	if err != nil || fresh == nil {
+		return err
+	}
+	var keep []string
+	for _, f := range fresh.Finalizers {
+		if f != Finalizer {
+			keep = append(keep, f)
+		}
+	}
+	fresh.Finalizers = keep
+	h.cfg.Log.Info().Str("tenant", t.Name).Msg("tenant deleted with its data")
+	return h.update(ctx, fresh)
+}
+
+// ensureToken is tenant t's cluster token, made the first time.
+func (h *Host) ensureToken(ctx context.Context, t *Tenant) (string, error) {
+	token, err := h.readToken(ctx, t.Name)
+	if err == nil || !apierrors.IsNotFound(err) {
+		return token, err
+	}
+	if token, err = identity.NewToken(); err != nil {
+		return "", err
+	}
+	s := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: t.Name + "-token", Namespace: Namespace, OwnerReferences: owner(t)},
+		Data:       map[string][]byte{"token": []byte(token)},
+	}
+	if _, err := h.cs.CoreV1().Secrets(Namespace).Create(ctx, s, metav1.CreateOptions{}); err != nil {
+		if apierrors.IsAlreadyExists(err) {
+			return h.readToken(ctx, t.Name)
+		}
+		return "", err
+	}
+	return token, nil
+}
+
+func (h *Host) readToken(ctx context.Context, name string) (string, error) {
+	s, err := h.cs.CoreV1().Secrets(Namespace).Get(ctx, name+"-token", metav1.GetOptions{})
+	if err != nil {
+		return "", err
+	}
+	return string(s.Data["token"]), nil
+}
+
+func owner(t *Tenant) []metav1.OwnerReference {
+	return []metav1.OwnerReference{{APIVersion: Group + "/" + Version, Kind: Kind, Name: t.Name, UID: t.UID}}
+}
+
+// ensureKubeconfig keeps tenant t's admin kubeconfig in its Secret.
+func (h *Host) ensureKubeconfig(ctx context.Context, t *Tenant, sv *controlplane.Serving) (string, error) {
+	name := t.Name + "-kubeconfig"
+	if sv == nil || sv.Kubeconfig == "" {
+		return "", errors.New("the tenant has no admin kubeconfig")
+	}
+	data, err := os.ReadFile(sv.Kubeconfig)
+	if err != nil {
+		return "", err
+	}
+	secrets := h.cs.CoreV1().Secrets(Namespace)
+	cur, err := secrets.Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		_, err = secrets.Create(ctx, &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: Namespace, OwnerReferences: owner(t)},
+			Data:       map[string][]byte{"kubeconfig": data},
+		}, metav1.CreateOptions{})
+		return name, err
+	case err != nil:
+		return "", err
+	case string(cur.Data["kubeconfig"]) == string(data):
+		return name, nil
+	}
+	cur.Data = map[string][]byte{"kubeconfig": data}
+	_, err = secrets.Update(ctx, cur, metav1.UpdateOptions{})
+	return name, err
+}
+
+// update writes t's metadata and spec.
+func (h *Host) update(ctx context.Context, t *Tenant) error {
+	u, err := ToUnstructured(t)
+	if err != nil {
+		return err
+	}
+	_, err = h.tenants.Update(ctx, u, metav1.UpdateOptions{})
+	if apierrors.IsConflict(err) {
+		return nil // a newer version is queued
+	}
+	return err
+}
+
+// setStatus changes t's status with f and writes it if it changed.
+func (h *Host) setStatus(ctx context.Context, t *Tenant, f func(*Status)) error {
+	before, _ := json.Marshal(t.Status)
+	f(&t.Status)
+	t.Status.ObservedGeneration = t.Generation
+	after, _ := json.Marshal(t.Status)
+	if string(before) == string(after) {
+		return nil
+	}
+	u, err := ToUnstructured(t)
+	if err != nil {
+		return err
+	}
+	_, err = h.tenants.UpdateStatus(ctx, u, metav1.UpdateOptions{})
+	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+		return nil // a newer version is queued
+	}
+	return err
+}

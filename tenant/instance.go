@@ -1,0 +1,96 @@
+package tenant
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/sqlkube/sqlkube/controlplane"
+	"github.com/sqlkube/sqlkube/etcdshim"
+	"github.com/sqlkube/sqlkube/etcdshim/sqlstore"
+	"github.com/sqlkube/sqlkube/storage"
+)
+
+// instance is one running tenant control plane: its store, its etcd API
+// (in-process only) and controlplane.Serve, until stop.
+type instance struct {
+	name   string
+	cancel context.CancelFunc
+	done   chan struct{} // closed when everything has stopped
+	err    error         // why it stopped, once done is closed
+
+	mu      sync.Mutex
+	serving *controlplane.Serving
+	ready   chan struct{} // closed when serving
+}
+
+// runInstance starts a tenant on l with cfg (a copy is kept), its data in
+// dsn. It returns at once; the instance serves until stop.
+func runInstance(parent context.Context, name, dsn string, quota int64, cfg controlplane.Config, l net.Listener, log zerolog.Logger) *instance {
+	ctx, cancel := context.WithCancel(parent)
+	in := &instance{name: name, cancel: cancel, done: make(chan struct{}), ready: make(chan struct{})}
+	cfg.Listener = l
+	cfg.Log = log
+	cfg.Serving = func(s controlplane.Serving) {
+		in.mu.Lock()
+		in.serving = &s
+		in.mu.Unlock()
+		close(in.ready)
+	}
+	go func() {
+		defer close(in.done)
+		in.err = serveTenant(ctx, dsn, quota, &cfg, log)
+		if in.err == nil && ctx.Err() == nil {
+			in.err = fmt.Errorf("tenant %s stopped serving", name)
+		}
+	}()
+	return in
+}
+
+func serveTenant(ctx context.Context, dsn string, quota int64, cfg *controlplane.Config, log zerolog.Logger) error {
+	start := time.Now()
+	store, err := sqlstore.Open(ctx, sqlstore.Options{DSN: dsn, Logger: log, QuotaBytes: quota})
+	if err != nil {
+		if cfg.Listener != nil {
+			cfg.Listener.Close()
+		}
+		return err
+	}
+	defer store.Close()
+	etcd := etcdshim.New(etcdshim.Options{Backend: store, Logger: log, ClusterKey: store.Describe()})
+	defer etcd.Stop(5 * time.Second)
+	client := storage.Local(etcd)
+	defer client.Close()
+	if err := controlplane.EstablishIdentity(ctx, client.KV, cfg); err != nil {
+		if cfg.Listener != nil {
+			cfg.Listener.Close()
+		}
+		return err
+	}
+	return controlplane.Serve(ctx, cfg, client, store.Describe(), start)
+}
+
+// stop stops the instance and waits until it has.
+func (in *instance) stop() error {
+	in.cancel()
+	<-in.done
+	return in.err
+}
+
+// waitReady waits until the instance serves, stops, or ctx ends.
+func (in *instance) waitReady(ctx context.Context) (*controlplane.Serving, error) {
+	select {
+	case <-in.ready:
+		in.mu.Lock()
+		defer in.mu.Unlock()
+		return in.serving, nil
+	case <-in.done:
+		return nil, in.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
