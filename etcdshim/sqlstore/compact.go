@@ -89,19 +89,29 @@ func (s *Store) removeHistory(ctx context.Context, rev int64) error {
 
 // autoCompact compacts to CompactionRetention revisions behind the head;
 // runEvery calls it each CompactionInterval.
+// It reads nothing when no revision was committed or followed since its
+// last run, so an idle store runs no SQL for it.
 func (s *Store) autoCompact(ctx context.Context) {
+	known, _ := s.KnownRevisions()
+	if known == s.compactedAt.Load() {
+		return
+	}
 	cur, compacted, err := s.Revisions(ctx)
 	if err != nil {
 		return
 	}
 	target := cur - s.opts.CompactionRetention
 	if target <= compacted {
+		s.compactedAt.Store(known)
 		return
 	}
 	if _, err := s.Compact(ctx, target); err != nil && !errors.Is(err, ErrCompacted) && ctx.Err() == nil {
 		s.log.Warn().Err(err).Int64("revision", target).Msg("automatic compaction failed")
-	} else if err == nil {
-		s.log.Info().Int64("revision", target).Msg("automatic compaction")
+	} else {
+		s.compactedAt.Store(known)
+		if err == nil {
+			s.log.Info().Int64("revision", target).Msg("automatic compaction")
+		}
 	}
 }
 

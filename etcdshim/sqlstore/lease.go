@@ -48,8 +48,10 @@ func (s *Store) LeaseGrant(ctx context.Context, id, ttl int64) (*Lease, error) {
 			return nil, fmt.Errorf("sqlstore: lease grant: %w", err)
 		}
 		if n == 0 {
-			_, err := s.c.write.ExecContext(ctx, s.q(`INSERT INTO leases (id, ttl, expires_at) VALUES (?, ?, ?)`), id, ttl, now()+ttl*1000)
+			expiresAt := now() + ttl*1000
+			err := s.insertLease(ctx, id, ttl, expiresAt)
 			if err == nil {
+				s.leases.saw(expiresAt)
 				s.wrote(leaseOverhead)
 				s.metrics.leaseOps.WithLabelValues("grant").Inc()
 				return &Lease{ID: id, TTL: ttl, Remaining: ttl}, nil
@@ -64,6 +66,29 @@ func (s *Store) LeaseGrant(ctx context.Context, id, ttl int64) (*Lease, error) {
 		}
 	}
 	return nil, fmt.Errorf("sqlstore: lease grant: no free lease ID found")
+}
+
+// insertLease writes a lease row. On a shared pool it announces the grant
+// in the same transaction, so the other instances on the tenant's schema
+// learn its expiry (see leaseClock).
+func (s *Store) insertLease(ctx context.Context, id, ttl, expiresAt int64) error {
+	const insert = `INSERT INTO leases (id, ttl, expires_at) VALUES (?, ?, ?)`
+	if s.leaseNotify == "" {
+		_, err := s.c.write.ExecContext(ctx, s.q(insert), id, ttl, expiresAt)
+		return err
+	}
+	tx, err := s.c.write.BeginTx(ctx, s.d.writeTx)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback() //nolint:errcheck // after Commit it is a no-op
+	if _, err := tx.ExecContext(ctx, s.q(insert), id, ttl, expiresAt); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, s.leaseNotify); err != nil {
+		return err
+	}
+	return tx.Commit()
 }
 
 // LeaseRevoke deletes the lease and every key attached to it, at one

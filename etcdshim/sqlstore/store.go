@@ -51,6 +51,12 @@ type Options struct {
 	// DefaultQuotaBytes (2 GiB); negative means no quota (alarms raised by
 	// hand still refuse writes).
 	QuotaBytes int64
+	// Shared, if set, opens the store on a shared PostgreSQL pool, in the
+	// schema and with the role Tenant names (see Shared and Provision);
+	// DSN is then ignored. Such a store runs no periodic SQL while idle.
+	Shared *Shared
+	// Tenant is the store's place on Shared.
+	Tenant Tenant
 }
 
 func (o *Options) defaults() {
@@ -107,6 +113,21 @@ type Store struct {
 	closeMu  sync.Mutex
 	closed   bool
 	writerWG sync.WaitGroup
+
+	// shared is the pool the store is on, if any; sub receives its
+	// notifications. leaseNotify announces a lease grant to the other
+	// instances on the tenant's schema.
+	shared      *Shared
+	sub         *subscriber
+	leaseNotify string
+	// leases wakes the lease timer of a store on a shared pool (see
+	// runLeaseTimer); listening is set while the store's own LISTEN
+	// (unshared PostgreSQL) is established.
+	leases    leaseClock
+	listening atomic.Bool
+	// compactedAt is the known revision at the last automatic compaction
+	// check: with no write since, there is nothing to compact.
+	compactedAt atomic.Int64
 }
 
 // Open connects to the datastore, creating the database and applying the
@@ -114,7 +135,13 @@ type Store struct {
 // automatic compaction.
 func Open(ctx context.Context, opts Options) (*Store, error) {
 	opts.defaults()
-	c, err := openConns(ctx, opts.DSN)
+	var c *conns
+	var err error
+	if opts.Shared != nil {
+		c, err = opts.Shared.conns(opts.Tenant)
+	} else {
+		c, err = openConns(ctx, opts.DSN)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -131,9 +158,18 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		writeCh: make(chan *writeReq, 4*opts.MaxBatch),
 		sqlText: map[string]string{},
 		quota:   quota{limit: opts.QuotaBytes},
+		leases:  newLeaseClock(),
+	}
+	if h := opts.Shared; h != nil {
+		schema := opts.Tenant.Schema // validated: [a-z0-9_] only
+		s.shared = h
+		s.d.notify = `SELECT pg_notify('` + tenantChannel + `', '` + schema + ` ' || ?)`
+		s.leaseNotify = `SELECT pg_notify('` + tenantChannel + `', '` + schema + ` lease')`
+		s.sub = h.subscribe(schema)
 	}
 	rev, compacted, err := s.revisions(ctx, s.c.read)
 	if err != nil {
+		s.unsubscribe()
 		c.close()
 		return nil, fmt.Errorf("sqlstore: read revision: %w", err)
 	}
@@ -149,6 +185,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	}
 	alarms, err := s.Alarms(ctx)
 	if err != nil {
+		s.unsubscribe()
 		c.close()
 		return nil, err
 	}
@@ -161,13 +198,23 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	go s.runWriter()
 	s.wg.Add(2)
 	go s.runFollower()
-	go s.runEvery(opts.LeaseCheckInterval, s.expireLeasesNow)
+	if s.shared != nil {
+		go s.runLeaseTimer()
+	} else {
+		go s.runEvery(opts.LeaseCheckInterval, s.expireLeasesNow)
+	}
 	if opts.CompactionInterval > 0 {
 		s.wg.Add(1)
 		go s.runEvery(opts.CompactionInterval, s.autoCompact)
 	}
 	s.log.Info().Str("datastore", c.describe).Int64("revision", rev).Int64("compactRevision", compacted).Msg("datastore open")
 	return s, nil
+}
+
+func (s *Store) unsubscribe() {
+	if s.sub != nil {
+		s.shared.unsubscribe(s.opts.Tenant.Schema, s.sub)
+	}
 }
 
 // Describe names the datastore without secrets.
@@ -191,6 +238,7 @@ func (s *Store) Close() error {
 	s.stop()
 	s.hub.close()
 	s.wg.Wait()
+	s.unsubscribe()
 	s.metrics.unregister()
 	return s.c.close()
 }

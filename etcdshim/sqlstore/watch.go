@@ -65,14 +65,22 @@ func (s *Store) readLog(ctx context.Context, from, to int64, kr keyRange) ([]Eve
 
 // runFollower keeps the hub at the database's revision when other
 // instances (or another process on the same SQLite file) write: on a
-// PostgreSQL notification, on the writer's request, and by polling.
+// PostgreSQL notification, on the writer's request, and by polling. On
+// PostgreSQL it polls only while its LISTEN connection is down, so an idle
+// store runs no SQL.
 func (s *Store) runFollower() {
 	defer s.wg.Done()
 	ctx := s.stopCtx
 	notified := make(chan struct{}, 1)
-	if s.c.pgDSN != "" {
+	listening := func() bool { return false }
+	switch {
+	case s.sub != nil:
+		notified = s.sub.wake
+		listening = s.shared.listening.Load
+	case s.c.pgDSN != "":
 		s.wg.Add(1)
 		go s.listenPostgres(ctx, notified)
+		listening = s.listening.Load
 	}
 	tick := time.NewTicker(s.d.pollInterval)
 	defer tick.Stop()
@@ -81,7 +89,21 @@ func (s *Store) runFollower() {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
+			if listening() {
+				continue
+			}
+			// Notifications of lease grants may be missed too.
+			s.leases.reload()
 		case <-notified:
+			if s.sub != nil {
+				rev, leases, all := s.sub.take()
+				if leases {
+					s.leases.reload()
+				}
+				if head, _ := s.hub.state(); !all && rev <= head {
+					continue // nothing this store has not seen
+				}
+			}
 		case <-s.hub.tail:
 		}
 		if err := s.catchUp(ctx); err != nil && ctx.Err() == nil {
@@ -130,6 +152,8 @@ func (s *Store) listenPostgres(ctx context.Context, notified chan<- struct{}) {
 			if _, err := conn.Exec(ctx, "LISTEN sqlkube_revision"); err != nil {
 				return err
 			}
+			s.listening.Store(true)
+			defer s.listening.Store(false)
 			// A commit may have happened while we were not listening.
 			select {
 			case notified <- struct{}{}:

@@ -1,0 +1,19 @@
+package sqlstore
+
+import "context"
+
+// ProvisionSteps and DropSteps count the steps of Provision and Drop.
+func ProvisionSteps() int { return len(provisionSteps()) }
+
+// DropSteps counts the steps of Drop.
+func DropSteps() int { return len(dropSteps()) }
+
+// ProvisionUpTo runs the first n steps of Provision: a crash after them.
+func (h *Shared) ProvisionUpTo(ctx context.Context, t Tenant, n int) error {
+	return h.provisionUpTo(ctx, t, n)
+}
+
+// DropUpTo runs the first n steps of Drop: a crash after them.
+func (h *Shared) DropUpTo(ctx context.Context, t Tenant, n int) error {
+	return h.dropUpTo(ctx, t, n)
+}

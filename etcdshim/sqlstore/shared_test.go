@@ -1,0 +1,413 @@
+package sqlstore_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/rs/zerolog"
+
+	"github.com/sqlkube/sqlkube/etcdshim/sqlstore"
+	"github.com/sqlkube/sqlkube/etcdshim/sqlstore/sqltest"
+)
+
+// postgresDSN returns a new, empty PostgreSQL database (skipped without a
+// server, failed under CI=true).
+func postgresDSN(t *testing.T) string {
+	t.Helper()
+	for _, b := range sqltest.Backends() {
+		if b.Name == sqltest.Postgres {
+			return b.NewDSN(t)
+		}
+	}
+	t.Skip("SQLKUBE_TEST_BACKENDS leaves out postgres")
+	return ""
+}
+
+// newShared opens a shared handle on dsn, closed when the test ends.
+func newShared(t *testing.T, dsn string, opts sqlstore.SharedOptions) *sqlstore.Shared {
+	t.Helper()
+	opts.Logger = zerolog.Nop()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	h, err := sqlstore.NewShared(ctx, dsn, opts)
+	if err != nil {
+		t.Fatalf("NewShared: %v", err)
+	}
+	t.Cleanup(func() { h.Close() })
+	return h
+}
+
+// newTenant names a tenant no other test uses; its role and schema are
+// dropped when the test ends.
+func newTenant(t *testing.T, h *sqlstore.Shared, name string) sqlstore.Tenant {
+	t.Helper()
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	n := "t_" + name + "_" + hex.EncodeToString(b[:])
+	tn := sqlstore.Tenant{Schema: n, Role: n}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := h.Drop(ctx, tn); err != nil {
+			t.Errorf("Drop(%s): %v", tn.Schema, err)
+		}
+	})
+	return tn
+}
+
+// provisioned is newTenant, provisioned.
+func provisioned(t *testing.T, h *sqlstore.Shared, name string) sqlstore.Tenant {
+	t.Helper()
+	tn := newTenant(t, h, name)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := h.Provision(ctx, tn); err != nil {
+		t.Fatalf("Provision(%s): %v", tn.Schema, err)
+	}
+	return tn
+}
+
+func openTenant(t *testing.T, h *sqlstore.Shared, tn sqlstore.Tenant) *sqlstore.Store {
+	t.Helper()
+	return openWith(t, sqlstore.Options{Shared: h, Tenant: tn})
+}
+
+// adminConn connects to dsn as the test server's user, outside any pool.
+func adminConn(t *testing.T, dsn string) *pgx.Conn {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), dsn)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return conn
+}
+
+func TestShared_TenantsSeeOnlyTheirKeys(t *testing.T) {
+	dsn := postgresDSN(t)
+	h := newShared(t, dsn, sqlstore.SharedOptions{MaxConns: 2})
+	a := openTenant(t, h, provisioned(t, h, "a"))
+	b := openTenant(t, h, provisioned(t, h, "b"))
+	put(t, a, "/k", "from a")
+	put(t, a, "/only-a", "x")
+	put(t, b, "/k", "from b")
+	all := sqlstore.RangeRequest{Key: []byte{0}, End: []byte{0}}
+	checkKVs(t, "a's keys", rng(t, a, all).KVs, []sqlstore.KeyValue{kv("/k", "from a", 2, 2, 1, 0), kv("/only-a", "x", 3, 3, 1, 0)})
+	checkKVs(t, "b's keys", rng(t, b, all).KVs, []sqlstore.KeyValue{kv("/k", "from b", 2, 2, 1, 0)})
+	if got := currentRev(t, b); got != 2 {
+		t.Errorf("b's revision = %d, want 2 (a's writes are not b's)", got)
+	}
+}
+
+func TestShared_PostgresRefusesOtherTenantsTables(t *testing.T) {
+	dsn := postgresDSN(t)
+	h := newShared(t, dsn, sqlstore.SharedOptions{MaxConns: 2})
+	a := provisioned(t, h, "a")
+	b := provisioned(t, h, "b")
+	put(t, openTenant(t, h, b), "/secret", "b's")
+	conn := adminConn(t, dsn)
+	ctx := context.Background()
+	for _, c := range []struct{ q, code, msg string }{
+		{`SELECT * FROM ` + b.Schema + `.kv_current`, "42501", "permission denied for schema"},
+		{`UPDATE ` + b.Schema + `.kv_meta SET val = 0`, "42501", "permission denied for schema"},
+		// A schema the role may not use is left out of its search_path.
+		{`SET LOCAL search_path TO ` + b.Schema + `; SELECT * FROM kv_current`, "42P01", `relation "kv_current" does not exist`},
+	} {
+		tx, err := conn.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.Exec(ctx, `SET LOCAL ROLE `+a.Role); err != nil {
+			t.Fatal(err)
+		}
+		_, err = tx.Exec(ctx, c.q)
+		_ = tx.Rollback(ctx)
+		var pe *pgconn.PgError
+		if !errors.As(err, &pe) || pe.Code != c.code || !strings.Contains(pe.Message, c.msg) {
+			t.Errorf("%s as %s: err = %v, want %s (%s)", c.q, a.Role, err, c.msg, c.code)
+		}
+	}
+	// And b's own role may.
+	var n int
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck
+	if _, err := tx.Exec(ctx, `SET LOCAL ROLE `+b.Role); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.QueryRow(ctx, `SELECT COUNT(*) FROM `+b.Schema+`.kv_current`).Scan(&n); err != nil || n != 1 {
+		t.Errorf("b's role reading b's table: %d rows, %v; want 1", n, err)
+	}
+}
+
+func TestShared_PoolBound(t *testing.T) {
+	const (
+		tenants  = 20
+		maxConns = 5
+	)
+	dsn := postgresDSN(t)
+	h := newShared(t, dsn, sqlstore.SharedOptions{MaxConns: maxConns})
+	stores := make([]*sqlstore.Store, tenants)
+	for i := range stores {
+		stores[i] = openTenant(t, h, provisioned(t, h, fmt.Sprint("p", i)))
+	}
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := strings.TrimPrefix(u.Path, "/")
+	u.Path = "/postgres"
+	sampler := adminConn(t, u.String())
+
+	var peak, samples atomic.Int64
+	stop := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		for {
+			var n int64
+			if err := sampler.QueryRow(context.Background(), `SELECT COUNT(*) FROM pg_stat_activity WHERE datname = $1`, db).Scan(&n); err == nil {
+				samples.Add(1)
+				for {
+					p := peak.Load()
+					if n <= p || peak.CompareAndSwap(p, n) {
+						break
+					}
+				}
+			}
+			select {
+			case <-stop:
+				return
+			default:
+			}
+		}
+	}()
+	var wg sync.WaitGroup
+	errs := make(chan error, tenants*4)
+	for i, s := range stores {
+		for w := 0; w < 4; w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for k := 0; k < 10; k++ {
+					key := fmt.Sprintf("/t%d/w%d/k%d", i, w, k)
+					if _, _, err := s.Put(context.Background(), sqlstore.PutRequest{Key: []byte(key), Value: []byte("v")}); err != nil {
+						errs <- err
+						return
+					}
+					if _, err := s.Range(context.Background(), sqlstore.RangeRequest{Key: []byte(key)}); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	close(stop)
+	<-sampled
+	close(errs)
+	for err := range errs {
+		t.Errorf("write: %v", err)
+	}
+	for i, s := range stores {
+		if got := rng(t, s, sqlstore.RangeRequest{Key: []byte{0}, End: []byte{0}, CountOnly: true}).Count; got != 40 {
+			t.Errorf("tenant %d holds %d keys, want 40", i, got)
+		}
+	}
+	t.Logf("peak %d connections to the test database over %d samples", peak.Load(), samples.Load())
+	if p := peak.Load(); p > maxConns {
+		t.Errorf("peak %d connections to the test database, want at most %d", p, maxConns)
+	}
+	if total, _ := h.Stat(); total > maxConns-1 {
+		t.Errorf("pool holds %d connections, want at most %d besides LISTEN", total, maxConns-1)
+	}
+}
+
+// exists reports whether the role and the schema of tn exist.
+func exists(t *testing.T, conn *pgx.Conn, tn sqlstore.Tenant) (role, schema bool) {
+	t.Helper()
+	ctx := context.Background()
+	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1),
+ EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $2)`, tn.Role, tn.Schema).Scan(&role, &schema); err != nil {
+		t.Fatal(err)
+	}
+	return role, schema
+}
+
+func TestShared_ProvisionAndDropResume(t *testing.T) {
+	dsn := postgresDSN(t)
+	h := newShared(t, dsn, sqlstore.SharedOptions{MaxConns: 3})
+	conn := adminConn(t, dsn)
+	ctx := context.Background()
+	for n := 0; n <= sqlstore.ProvisionSteps(); n++ {
+		t.Run(fmt.Sprint("provision crashed after ", n, " steps"), func(t *testing.T) {
+			tn := newTenant(t, h, "r")
+			if err := h.ProvisionUpTo(ctx, tn, n); err != nil {
+				t.Fatalf("first %d steps: %v", n, err)
+			}
+			// Provision finishes it (twice: it is idempotent).
+			for i := 0; i < 2; i++ {
+				if err := h.Provision(ctx, tn); err != nil {
+					t.Fatalf("Provision: %v", err)
+				}
+			}
+			s := openTenant(t, h, tn)
+			put(t, s, "/k", "v")
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			// A drop that crashed at any step is finished by Drop.
+			for m := 0; m <= sqlstore.DropSteps(); m++ {
+				if err := h.DropUpTo(ctx, tn, m); err != nil {
+					t.Fatalf("first %d drop steps: %v", m, err)
+				}
+				if err := h.Drop(ctx, tn); err != nil {
+					t.Fatalf("Drop after %d steps: %v", m, err)
+				}
+				if role, schema := exists(t, conn, tn); role || schema {
+					t.Fatalf("after Drop: role exists %v, schema exists %v", role, schema)
+				}
+				if err := h.Provision(ctx, tn); err != nil {
+					t.Fatalf("Provision after Drop: %v", err)
+				}
+			}
+			// A half-made tenant is removed by Drop too.
+			if err := h.Drop(ctx, tn); err != nil {
+				t.Fatal(err)
+			}
+			if err := h.ProvisionUpTo(ctx, tn, n); err != nil {
+				t.Fatal(err)
+			}
+			if err := h.Drop(ctx, tn); err != nil {
+				t.Fatalf("Drop of a tenant made %d steps: %v", n, err)
+			}
+			if role, schema := exists(t, conn, tn); role || schema {
+				t.Fatalf("after Drop: role exists %v, schema exists %v", role, schema)
+			}
+		})
+	}
+}
+
+func TestShared_RefusesNamesAndForeignRoles(t *testing.T) {
+	dsn := postgresDSN(t)
+	h := newShared(t, dsn, sqlstore.SharedOptions{MaxConns: 2})
+	ctx := context.Background()
+	for _, n := range []string{"", "Upper", "pg_x", "public", "a-b", "a;b", "1a", strings.Repeat("a", 49)} {
+		if err := h.Provision(ctx, sqlstore.Tenant{Schema: n, Role: n}); !errors.Is(err, sqlstore.ErrTenantName) {
+			t.Errorf("Provision(%q) = %v, want ErrTenantName", n, err)
+		}
+	}
+	// The server's login role is no tenant role.
+	if err := h.Provision(ctx, sqlstore.Tenant{Schema: "t_x", Role: "postgres"}); err == nil {
+		t.Errorf("Provision with role postgres succeeded")
+	}
+	if err := h.Drop(ctx, sqlstore.Tenant{Schema: "t_x", Role: "postgres"}); err == nil {
+		t.Errorf("Drop with role postgres succeeded")
+	}
+}
+
+// countingTracer counts the statements a pool sends.
+type countingTracer struct {
+	mu   sync.Mutex
+	n    int
+	last []string
+}
+
+func (c *countingTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.n++
+	c.last = append(c.last, d.SQL)
+	if len(c.last) > 20 {
+		c.last = c.last[1:]
+	}
+	return ctx
+}
+
+func (c *countingTracer) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+func (c *countingTracer) count() (int, []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n, append([]string(nil), c.last...)
+}
+
+func TestShared_IdleRunsNoSQL(t *testing.T) {
+	dsn := postgresDSN(t)
+	tr := &countingTracer{}
+	h := newShared(t, dsn, sqlstore.SharedOptions{MaxConns: 3, Tracer: tr})
+	s := openWith(t, sqlstore.Options{Shared: h, Tenant: provisioned(t, h, "idle"),
+		CompactionInterval: 100 * time.Millisecond, CompactionRetention: 1})
+	put(t, s, "/a", "1")
+	put(t, s, "/a", "2")
+	l := grant(t, s, 0, 60)
+	putLeased(t, s, "/leased", "x", l.ID)
+	watch(t, s, []byte("/"), prefixEnd([]byte("/")), 0)
+	// Let what the writes started (compaction, the lease timer's read
+	// after its own notification) finish: no statement for 500 ms.
+	var last int
+	eventually(t, "the store to settle", func() (bool, error) {
+		n, _ := tr.count()
+		if n != last {
+			last = n
+			time.Sleep(500 * time.Millisecond)
+			return false, nil
+		}
+		return true, nil
+	})
+	const idle = 3 * time.Second
+	time.Sleep(idle)
+	n, stmts := tr.count()
+	if n != last {
+		t.Errorf("%d statements in %v of idle, want 0; the last: %q", n-last, idle, stmts)
+	}
+}
+
+func TestShared_WatchesAndLeasesPerTenant(t *testing.T) {
+	dsn := postgresDSN(t)
+	h := newShared(t, dsn, sqlstore.SharedOptions{MaxConns: 3})
+	ta := provisioned(t, h, "a")
+	a := openTenant(t, h, ta)
+	b := openTenant(t, h, provisioned(t, h, "b"))
+	w, r := watch(t, a, []byte("/"), prefixEnd([]byte("/")), 0)
+	put(t, b, "/x", "b")
+	rev := put(t, a, "/x", "a")
+	waitSent(t, w, rev)
+	checkStrings(t, "a's watch", evStrings(r.events()), []string{evString(putEv(kv("/x", "a", 2, 2, 1, 0), nil))})
+
+	// A second host on the same tenant (another handle, as another
+	// process) follows a's writes and expires a's leases once a is gone.
+	h2 := newShared(t, dsn, sqlstore.SharedOptions{MaxConns: 2})
+	a2 := openWith(t, sqlstore.Options{Shared: h2, Tenant: ta})
+	w2, r2 := watch(t, a2, []byte("/"), prefixEnd([]byte("/")), 0)
+	l := grant(t, a, 0, 1)
+	rev = putLeased(t, a, "/leased", "x", l.ID)
+	waitSent(t, w2, rev)
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the lease to expire on the second host", func() (bool, error) {
+		return get(t, a2, "/leased") == nil, nil
+	})
+	if _, err := a2.LeaseTimeToLive(context.Background(), l.ID, false); !errors.Is(err, sqlstore.ErrLeaseNotFound) {
+		t.Errorf("LeaseTimeToLive after expiry: %v, want ErrLeaseNotFound", err)
+	}
+	r2.checkBatches(t)
+	if got := get(t, b, "/x"); got == nil || string(got.Value) != "b" {
+		t.Errorf("b's /x = %v after a's lease expired", kvString(got))
+	}
+}

@@ -1,0 +1,240 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/stdlib"
+)
+
+// Tenant names a tenant's place on a Shared database: the schema that
+// holds its tables and the role that owns them, whose privileges its
+// statements run with. Both are lower-case SQL identifiers of at most 48
+// characters (letters, digits, '_', not starting with a digit or "pg_");
+// they may be equal.
+type Tenant struct {
+	Schema string
+	Role   string
+}
+
+var tenantName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,47}$`)
+
+// ErrTenantName is returned for a schema or role name a Tenant may not
+// have.
+var ErrTenantName = errors.New("sqlstore: invalid tenant schema or role name")
+
+func (t Tenant) validate() error {
+	for _, n := range []string{t.Schema, t.Role} {
+		if !tenantName.MatchString(n) || strings.HasPrefix(n, "pg_") {
+			return fmt.Errorf("%w: %q (want [a-z_][a-z0-9_]*, at most 48 characters, not pg_…)", ErrTenantName, n)
+		}
+		switch n {
+		case "public", "information_schema", "postgres":
+			return fmt.Errorf("%w: %q is reserved", ErrTenantName, n)
+		}
+	}
+	return nil
+}
+
+// txPrefix is what follows BEGIN in every transaction of the tenant: one
+// simple-protocol message, so it costs no round trip of its own.
+func (t Tenant) txPrefix() string {
+	return "; SET LOCAL ROLE " + pgx.Identifier{t.Role}.Sanitize() +
+		"; SET LOCAL search_path TO " + pgx.Identifier{t.Schema}.Sanitize()
+}
+
+// tenantConnector hands database/sql connections borrowed from a Shared
+// pool; closing one gives it back. Connections never keep a tenant's role
+// or search_path outside a transaction: both are SET LOCAL.
+type tenantConnector struct {
+	h      *Shared
+	prefix string
+}
+
+func (c *tenantConnector) Connect(ctx context.Context) (driver.Conn, error) {
+	dc, err := stdlib.GetPoolConnector(c.h.pool).Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &tenantConn{Conn: dc.(*stdlib.Conn), prefix: c.prefix}, nil
+}
+
+func (c *tenantConnector) Driver() driver.Driver { return stdlib.GetDefaultDriver() }
+
+// tenantConn runs every statement in a transaction begun as its tenant:
+// BeginTx sends BEGIN with the tenant's SET LOCALs in one message, and a
+// statement outside a transaction gets one of its own around it. database/sql
+// uses a driver connection from one goroutine at a time.
+type tenantConn struct {
+	*stdlib.Conn
+	prefix string
+	inTx   bool
+}
+
+// beginSQL is the BEGIN of opts.
+func beginSQL(opts driver.TxOptions) (string, error) {
+	q := "BEGIN"
+	switch sql.IsolationLevel(opts.Isolation) {
+	case sql.LevelDefault:
+	case sql.LevelReadCommitted:
+		q += " ISOLATION LEVEL READ COMMITTED"
+	case sql.LevelRepeatableRead, sql.LevelSnapshot:
+		q += " ISOLATION LEVEL REPEATABLE READ"
+	case sql.LevelSerializable:
+		q += " ISOLATION LEVEL SERIALIZABLE"
+	default:
+		return "", fmt.Errorf("sqlstore: unsupported isolation level %v", sql.IsolationLevel(opts.Isolation))
+	}
+	if opts.ReadOnly {
+		q += " READ ONLY"
+	}
+	return q, nil
+}
+
+// begin opens a transaction as the tenant. On failure nothing is left open.
+func (c *tenantConn) begin(ctx context.Context, opts driver.TxOptions) error {
+	if c.inTx {
+		return errors.New("sqlstore: transaction already open")
+	}
+	if c.Conn.Conn().IsClosed() {
+		return driver.ErrBadConn
+	}
+	q, err := beginSQL(opts)
+	if err != nil {
+		return err
+	}
+	if _, err := c.Conn.Conn().Exec(ctx, q+c.prefix); err != nil {
+		if pgconn.SafeToRetry(err) {
+			return driver.ErrBadConn
+		}
+		c.rollback(ctx)
+		return err
+	}
+	c.inTx = true
+	return nil
+}
+
+// end sends COMMIT or ROLLBACK. A COMMIT the server answers ROLLBACK (the
+// transaction had failed) is an error.
+func (c *tenantConn) end(ctx context.Context, commit bool) error {
+	c.inTx = false
+	if !commit {
+		c.rollback(ctx)
+		return nil
+	}
+	tag, err := c.Conn.Conn().Exec(ctx, "COMMIT")
+	if err != nil {
+		c.rollback(ctx)
+		return err
+	}
+	if tag.String() == "ROLLBACK" {
+		return pgx.ErrTxCommitRollback
+	}
+	return nil
+}
+
+// rollback ends whatever transaction the connection is in, even when ctx
+// was cancelled. If it cannot, the pool drops the connection on release
+// (it never pools one that is in a transaction).
+func (c *tenantConn) rollback(ctx context.Context) {
+	c.inTx = false
+	pc := c.Conn.Conn()
+	if pc.IsClosed() || pc.PgConn().TxStatus() == 'I' {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	_, _ = pc.Exec(ctx, "ROLLBACK")
+}
+
+func (c *tenantConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
+	if err := c.begin(ctx, opts); err != nil {
+		return nil, err
+	}
+	return &tenantTx{c: c, ctx: ctx}, nil
+}
+
+func (c *tenantConn) Begin() (driver.Tx, error) {
+	return c.BeginTx(context.Background(), driver.TxOptions{})
+}
+
+func (c *tenantConn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
+	if c.inTx {
+		return c.Conn.ExecContext(ctx, query, args)
+	}
+	if err := c.begin(ctx, driver.TxOptions{}); err != nil {
+		return nil, err
+	}
+	res, err := c.Conn.ExecContext(ctx, query, args)
+	if err != nil {
+		c.rollback(ctx)
+		return nil, err
+	}
+	if err := c.end(ctx, true); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+func (c *tenantConn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
+	if c.inTx {
+		return c.Conn.QueryContext(ctx, query, args)
+	}
+	if err := c.begin(ctx, driver.TxOptions{}); err != nil {
+		return nil, err
+	}
+	rows, err := c.Conn.QueryContext(ctx, query, args)
+	if err != nil {
+		c.rollback(ctx)
+		return nil, err
+	}
+	return &tenantRows{Rows: rows.(*stdlib.Rows), c: c, ctx: ctx}, nil
+}
+
+// Prepared statements would run outside the tenant's transactions.
+func (c *tenantConn) Prepare(string) (driver.Stmt, error) {
+	return nil, errors.New("sqlstore: prepared statements are not used on a shared pool")
+}
+
+func (c *tenantConn) PrepareContext(context.Context, string) (driver.Stmt, error) {
+	return c.Prepare("")
+}
+
+// tenantTx is a transaction begun by tenantConn.BeginTx.
+type tenantTx struct {
+	c   *tenantConn
+	ctx context.Context
+}
+
+func (tx *tenantTx) Commit() error   { return tx.c.end(tx.ctx, true) }
+func (tx *tenantTx) Rollback() error { return tx.c.end(tx.ctx, false) }
+
+// tenantRows are the rows of a statement that had a transaction of its
+// own, which ends when they are closed.
+type tenantRows struct {
+	*stdlib.Rows
+	c    *tenantConn
+	ctx  context.Context
+	done bool
+}
+
+func (r *tenantRows) Close() error {
+	if r.done {
+		return nil
+	}
+	r.done = true
+	err := r.Rows.Close()
+	if err != nil {
+		r.c.rollback(r.ctx)
+		return err
+	}
+	return r.c.end(r.ctx, true)
+}
