@@ -34,6 +34,7 @@ type hostFlags struct {
 	advertise   string
 	quota       int64
 	fakeNodes   int
+	pprof       string
 }
 
 // newHostCommand is `sqlkube host`: a control plane whose API serves
@@ -66,6 +67,8 @@ func newHostCommand(lf *logFlags) *cobra.Command {
 	fl.StringVar(&f.advertise, "advertise-address", "", "address tenants' kubernetes Services name, which their pods reach them at (default: the host's)")
 	fl.Int64Var(&f.quota, "quota-backend-bytes", 0, "a tenant's datastore quota unless its spec gives one, as etcd's flag (0: 2 GiB; negative: none)")
 	fl.IntVar(&f.fakeNodes, "tenant-fake-nodes", 0, "simulated nodes in each tenant (testing)")
+	fl.StringVar(&f.pprof, "pprof-address", "", "serve net/http/pprof here (debugging)")
+	_ = fl.MarkHidden("pprof-address")
 	return cmd
 }
 
@@ -83,6 +86,13 @@ func runHost(ctx context.Context, f *hostFlags, log zerolog.Logger, out io.Write
 	pmin, pmax, err := parsePortRange(f.tenantPorts)
 	if err != nil {
 		return err
+	}
+	if f.pprof != "" {
+		stopPprof, err := servePprof(f.pprof)
+		if err != nil {
+			return err
+		}
+		defer stopPprof()
 	}
 	ctx, stop := signalContext(ctx)
 	defer stop()
