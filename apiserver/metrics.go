@@ -30,11 +30,13 @@ import (
 // cache's, admission's, authentication's, aggregator_*), the controller
 // manager's (workqueue_* — every informer-driven controller of the process,
 // the API server's own included —, node_collector_*, job_controller_*,
-// endpoint_slice_*...), the scheduler's (scheduler_*), client-go's
-// (rest_client_*, labelled by host and verb only, so the API server's
-// loopback, the controllers' and the scheduler's requests land in the
-// same series) and the process's (go_*, process_*, kubernetes_build_info,
-// kubernetes_feature_enabled, registered_metrics_total...). The metric
+// endpoint_slice_*...), the scheduler's (scheduler_*) and the process's
+// (go_*, process_*, kubernetes_build_info, kubernetes_feature_enabled,
+// registered_metrics_total...). client-go's rest_client_* would be one
+// more, labelled by host and verb only, so that the API server's
+// loopback, the controllers' and the scheduler's requests would land in
+// the same series; it is not registered (component-base's
+// metrics/prometheus/restclient is not linked in). The metric
 // values are package variables: a family cannot be registered in a second
 // registry for one component only, nor split by component afterwards.
 //
@@ -42,9 +44,9 @@ import (
 // name: the API server's /metrics serves the families whose names
 // APIServerOwns, and the controller manager's and the scheduler's endpoints
 // can serve theirs with their own prefixes (a family on no list is served
-// nowhere, which a test can catch). Families shared by name (workqueue_*,
-// rest_client_*) go to one endpoint: a series appears on one endpoint
-// only. go_* and process_* describe the whole process, which the API
+// nowhere, which a test can catch). A family shared by name (workqueue_*)
+// goes to one endpoint, the controller manager's: a series appears on one
+// endpoint only. go_* and process_* describe the whole process, which the API
 // server's endpoint serves; a component of its own process (sqlkube
 // controller-manager) serves them itself.
 var apiServerPrefixes = []string{
@@ -64,6 +66,7 @@ var apiServerPrefixes = []string{
 	"registered_metrics_total", "disabled_metrics_total", "hidden_metrics_total",
 	"cardinality_enforcement_unexpected_categorizations_total",
 	"go_", "process_",
+	"sqlkube_component_panics_total", // panics recovered in any of the process's components
 }
 
 // APIServerOwns reports whether the metric family name is served on the

@@ -137,8 +137,8 @@ type Config struct {
 	// the datastore's own retention).
 	CompactionInterval time.Duration
 	// DisableRequestMetrics turns the request metrics off
-	// (filters.RequestMetrics): only for benchmarks that measure their
-	// cost.
+	// (filters.RequestMetrics) and the admission metrics: only for
+	// benchmarks that measure their cost.
 	DisableRequestMetrics bool
 }
 
@@ -330,6 +330,7 @@ func (s *Server) startAuth() error {
 	// Admission's informers are requested before the factory starts.
 	if s.api.Admission, err = admission.NewChain(admission.ChainOptions{
 		Client: client, Loopback: s.loopback, Informers: s.informers, Authorizer: s.api.Authz, Disabled: s.cfg.DisableAdmissionPlugins,
+		NoMetrics: s.cfg.DisableRequestMetrics,
 	}, stop); err != nil {
 		close(stop)
 		return err

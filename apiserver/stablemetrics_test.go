@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -41,11 +42,16 @@ type declaredMetric struct {
 // (metricsFromSource). ok is false if the module cache is not there.
 func stableMetricsList(t *testing.T) (list []declaredMetric, source string, ok bool) {
 	t.Helper()
-	k8s := moduleDir(t, "k8s.io/kubernetes")
-	if k8s == "" {
+	modules := []string{"k8s.io/kubernetes"}
+	for _, pkg := range apiServerMetricSources {
+		parts := strings.SplitN(pkg, "/", 3) // k8s.io, module, path
+		modules = append(modules, parts[0]+"/"+parts[1])
+	}
+	dirs := moduleDirs(t, modules)
+	if dirs["k8s.io/kubernetes"] == "" {
 		return nil, "", false
 	}
-	listFile := filepath.Join(k8s, "test", "instrumentation", "testdata", "stable-metrics-list.yaml")
+	listFile := filepath.Join(dirs["k8s.io/kubernetes"], "test", "instrumentation", "testdata", "stable-metrics-list.yaml")
 	if data, err := os.ReadFile(listFile); err == nil {
 		var entries []struct {
 			Name, Subsystem, Namespace, Type, StabilityLevel string
@@ -61,28 +67,34 @@ func stableMetricsList(t *testing.T) (list []declaredMetric, source string, ok b
 		}
 		return list, listFile, true
 	}
-	var dirs []string
+	var pkgDirs []string
 	for _, pkg := range apiServerMetricSources {
-		parts := strings.SplitN(pkg, "/", 3) // k8s.io, module, path
-		dir := moduleDir(t, parts[0]+"/"+parts[1])
+		parts := strings.SplitN(pkg, "/", 3)
+		dir := dirs[parts[0]+"/"+parts[1]]
 		if dir == "" {
 			return nil, "", false
 		}
-		dirs = append(dirs, filepath.Join(dir, parts[2]))
+		pkgDirs = append(pkgDirs, filepath.Join(dir, parts[2]))
 	}
-	return metricsFromSource(t, dirs), "the STABLE and BETA declarations of " + strings.Join(apiServerMetricSources, ", ") + " in the module cache", true
+	return metricsFromSource(t, pkgDirs), "the STABLE and BETA declarations of " + strings.Join(apiServerMetricSources, ", ") + " in the module cache", true
 }
 
-// moduleDir is where the module cache holds go.mod's version of module
-// ("" if it does not).
-func moduleDir(t *testing.T, module string) string {
+// moduleDirs are where the module cache holds go.mod's versions of
+// modules (none for a module it does not hold).
+func moduleDirs(t *testing.T, modules []string) map[string]string {
 	t.Helper()
-	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", module).Output()
+	args := append([]string{"list", "-m", "-f", "{{.Path}} {{.Dir}}"}, slices.Compact(slices.Sorted(slices.Values(modules)))...)
+	out, err := exec.Command("go", args...).Output()
 	if err != nil {
-		t.Logf("go list -m %s: %v", module, err)
-		return ""
+		t.Logf("go list -m: %v", err)
 	}
-	return strings.TrimSpace(string(out))
+	dirs := map[string]string{}
+	for _, line := range strings.Split(string(out), "\n") {
+		if path, dir, ok := strings.Cut(line, " "); ok {
+			dirs[path] = dir
+		}
+	}
+	return dirs
 }
 
 // apiServerMetricSources are the packages (and the packages below them)

@@ -142,6 +142,9 @@ type ChainOptions struct {
 	Authorizer authorizer.Authorizer
 	// Disabled are the plugins turned off (--disable-admission-plugins).
 	Disabled []string
+	// NoMetrics leaves the admission metrics out (benchmarks that
+	// measure their cost).
+	NoMetrics bool
 }
 
 // NewChain builds the admission chain: every plugin of
@@ -197,9 +200,16 @@ func NewChain(opts ChainOptions, stop <-chan struct{}) (admission.Interface, err
 	// (apiserver_admission_step_admission_duration_seconds); the webhook
 	// plugins time each webhook themselves
 	// (apiserver_admission_webhook_admission_duration_seconds).
-	chain, err := plugins.NewFromPlugins(names, noAdmissionConfig{}, initializers, admission.DecoratorFunc(admissionmetrics.WithControllerMetrics))
+	var decorator admission.Decorator = admission.DecoratorFunc(admissionmetrics.WithControllerMetrics)
+	if opts.NoMetrics {
+		decorator = nil
+	}
+	chain, err := plugins.NewFromPlugins(names, noAdmissionConfig{}, initializers, decorator)
 	if err != nil {
 		return nil, fmt.Errorf("apiserver: admission: %w", err)
+	}
+	if opts.NoMetrics {
+		return chain, nil
 	}
 	return admissionmetrics.WithStepMetrics(chain), nil
 }

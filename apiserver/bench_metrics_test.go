@@ -1,0 +1,78 @@
+package apiserver_test
+
+import (
+	"slices"
+	"syscall"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/sqlkube/sqlkube/apiserver"
+)
+
+// BenchmarkServer_RequestMetricsCost: what the request and admission
+// metrics (filters.RequestMetrics, admission/metrics) cost pod creates.
+// Two servers, one with them and one without
+// (Config.DisableRequestMetrics), each on its own SQLite database, take
+// turns creating a batch of pods with 20 concurrent clients (which goes
+// first alternates each round). Reported: each one's median creates/s,
+// the median over the rounds of the round's throughput cost (1 -
+// with/without, in percent), and the process's CPU time per create
+// (user + system, the clients' included: the servers never run at the
+// same time) with its cost. b.N is the number of rounds.
+func BenchmarkServer_RequestMetricsCost(b *testing.B) {
+	const clients, batch = 20, 500
+	with, _ := newServerWith(b, apiserver.Config{})
+	without, _ := newServerWith(b, apiserver.Config{DisableRequestMetrics: true})
+	cs := [2]*kubernetes.Clientset{benchClient(b, with), benchClient(b, without)}
+	var rates, cpu [2][]float64
+	var next [2]int
+	// A first batch each, not counted: caches, connections, the
+	// database's first pages.
+	for i := range cs {
+		createPods(b, cs[i], 0, batch, clients)
+		next[i] = batch
+	}
+	var costs, cpuCosts []float64
+	b.ResetTimer()
+	for round := range b.N {
+		for k := range 2 {
+			i := (round + k) % 2
+			before := cpuTime(b)
+			took := createPods(b, cs[i], next[i], batch, clients)
+			cpu[i] = append(cpu[i], float64((cpuTime(b)-before).Microseconds())/batch)
+			next[i] += batch
+			rates[i] = append(rates[i], batch/took.Seconds())
+		}
+		costs = append(costs, 100*(1-rates[0][round]/rates[1][round]))
+		cpuCosts = append(cpuCosts, 100*(cpu[0][round]/cpu[1][round]-1))
+	}
+	b.StopTimer()
+	b.ReportMetric(median(rates[0]), "with-creates/s")
+	b.ReportMetric(median(rates[1]), "without-creates/s")
+	b.ReportMetric(median(costs), "cost-%")
+	b.ReportMetric(median(cpu[0]), "with-cpu-µs/create")
+	b.ReportMetric(median(cpu[1]), "without-cpu-µs/create")
+	b.ReportMetric(median(cpuCosts), "cpu-cost-%")
+}
+
+// cpuTime is the process's user and system CPU time so far.
+func cpuTime(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func median(v []float64) float64 {
+	s := slices.Sorted(slices.Values(v))
+	if len(s) == 0 {
+		return 0
+	}
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
