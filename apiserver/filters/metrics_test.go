@@ -1,0 +1,126 @@
+package filters
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/labstack/echo/v4"
+	dto "github.com/prometheus/client_model/go"
+	"k8s.io/apiserver/pkg/endpoints/request"
+	"k8s.io/component-base/metrics/legacyregistry"
+)
+
+// requestSeries are the apiserver_request_total series of group g, by
+// their label values.
+func requestSeries(t *testing.T, g string) []map[string]string {
+	t.Helper()
+	mfs, err := legacyregistry.DefaultGatherer.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []map[string]string
+	for _, mf := range mfs {
+		if mf.GetName() != "apiserver_request_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			labels := labelMap(m)
+			if labels["group"] == g || (g == "" && labels["group"] == "" && labels["resource"] == "") {
+				out = append(out, labels)
+			}
+		}
+	}
+	return out
+}
+
+func labelMap(m *dto.Metric) map[string]string {
+	labels := map[string]string{}
+	for _, l := range m.GetLabel() {
+		labels[l.GetName()] = l.GetValue()
+	}
+	return labels
+}
+
+func TestRequestMetrics_VerbsCodesAndPaths(t *testing.T) {
+	const group = "metrics-filter.example.com"
+	e := echo.New()
+	rm := &RequestMetrics{Deprecated: func(info *request.RequestInfo) (bool, string) {
+		return info.Resource == "oldwidgets", "1.40"
+	}}
+	e.Use(RequestInfo, rm.Middleware)
+	e.Any("/*", func(c echo.Context) error {
+		if c.Request().Method == http.MethodDelete {
+			return echo.NewHTTPError(http.StatusTooManyRequests) // written by echo after the chain
+		}
+		return c.String(http.StatusOK, "ok")
+	})
+	for _, r := range []struct{ method, path string }{
+		{"POST", "/apis/" + group + "/v1/namespaces/ns/widgets/w/exec?command=true"},
+		{"GET", "/apis/" + group + "/v1/widgets"},
+		{"GET", "/apis/" + group + "/v1/namespaces/ns/widgets?watch=1"},
+		{"GET", "/apis/" + group + "/v1/namespaces/ns/widgets/w"},
+		{"DELETE", "/apis/" + group + "/v1/namespaces/ns/widgets/w"},
+		{"GET", "/apis/" + group + "/v1/oldwidgets"},
+		{"GET", "/not/an/api/path"},
+	} {
+		e.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(r.method, r.path, nil))
+	}
+	want := map[string]map[string]string{
+		"CONNECT": {"resource": "widgets", "subresource": "exec", "scope": "resource", "code": "200"},
+		"LIST":    {"resource": "widgets", "scope": "cluster", "code": "200"},
+		"WATCH":   {"resource": "widgets", "scope": "namespace", "code": "200"},
+		"GET":     {"resource": "widgets", "scope": "resource", "code": "200"},
+		"DELETE":  {"resource": "widgets", "scope": "resource", "code": "429"},
+	}
+	got := map[string]map[string]string{}
+	for _, s := range requestSeries(t, group) {
+		if s["resource"] == "widgets" {
+			got[s["verb"]] = s
+		}
+		if s["component"] != "apiserver" || s["version"] != "v1" {
+			t.Errorf("series %v: want component apiserver, version v1", s)
+		}
+	}
+	for verb, labels := range want {
+		s, ok := got[verb]
+		if !ok {
+			t.Errorf("no %s series; got %v", verb, got)
+			continue
+		}
+		for k, v := range labels {
+			if s[k] != v {
+				t.Errorf("%s: %s = %q, want %q", verb, k, s[k], v)
+			}
+		}
+	}
+	for _, s := range requestSeries(t, "") {
+		if s["subresource"] == "/not/an/api/path" {
+			t.Errorf("a path that is not served is counted: %v", s)
+		}
+	}
+	mfs, _ := legacyregistry.DefaultGatherer.Gather()
+	deprecated := false
+	for _, mf := range mfs {
+		if mf.GetName() == "apiserver_requested_deprecated_apis" {
+			for _, m := range mf.GetMetric() {
+				l := labelMap(m)
+				deprecated = deprecated || (l["resource"] == "oldwidgets" && l["removed_release"] == "1.40")
+			}
+		}
+	}
+	if !deprecated {
+		t.Error("apiserver_requested_deprecated_apis has no oldwidgets removed in 1.40")
+	}
+}
+
+func TestRequestMetrics_Off(t *testing.T) {
+	const group = "metrics-off.example.com"
+	e := echo.New()
+	e.Use(RequestInfo, (&RequestMetrics{Off: true}).Middleware)
+	e.Any("/*", func(c echo.Context) error { return c.String(http.StatusOK, "ok") })
+	e.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/apis/"+group+"/v1/widgets", nil))
+	if s := requestSeries(t, group); len(s) != 0 {
+		t.Errorf("recorded while off: %v", s)
+	}
+}
