@@ -56,7 +56,7 @@ func (s *Store) Txn(ctx context.Context, req *TxnRequest) (*TxnResult, error) {
 				return err
 			}
 			a := &applier{s: s, ctx: ctx, qx: tx, rev: cur, compacted: compacted}
-			res, err = a.txn(req)
+			res, err = a.txn(req, newResultBudget(req.MaxResultBytes))
 			if res != nil {
 				res.Revision = cur
 			}
@@ -71,7 +71,7 @@ func (s *Store) Txn(ctx context.Context, req *TxnRequest) (*TxnResult, error) {
 	if s.d.readAhead {
 		keys = txnKeys(nil, req)
 	}
-	val, rev, err := s.writeKeys(ctx, keys, func(a *applier) (any, error) { return a.txn(req) })
+	val, rev, err := s.writeKeys(ctx, keys, func(a *applier) (any, error) { return a.txn(req, newResultBudget(req.MaxResultBytes)) })
 	if err != nil {
 		return nil, err
 	}
@@ -221,7 +221,33 @@ func branchWrites(ops []Op) (map[string]struct{}, []keyRange, error) {
 	return puts, dels, nil
 }
 
-func (a *applier) txn(req *TxnRequest) (*TxnResult, error) {
+// resultBudget is what the ranges of a txn may still read (see
+// TxnRequest.MaxResultBytes); nil for no limit.
+type resultBudget struct{ left int64 }
+
+func newResultBudget(max int64) *resultBudget {
+	if max <= 0 {
+		return nil
+	}
+	return &resultBudget{left: max}
+}
+
+// spend charges a range's result to the budget: ErrResultTooLarge once it
+// has run out.
+func (b *resultBudget) spend(r *RangeResult) error {
+	if b == nil || r == nil {
+		return nil
+	}
+	for i := range r.KVs {
+		b.left -= int64(len(r.KVs[i].Key)+len(r.KVs[i].Value)) + 32
+	}
+	if b.left < 0 {
+		return ErrResultTooLarge
+	}
+	return nil
+}
+
+func (a *applier) txn(req *TxnRequest, budget *resultBudget) (*TxnResult, error) {
 	ok := true
 	for _, c := range req.Compare {
 		held, err := a.compare(c)
@@ -246,12 +272,15 @@ func (a *applier) txn(req *TxnRequest) (*TxnResult, error) {
 			if err = a.flush(); err == nil {
 				r.Range, err = a.s.rangeAt(a.ctx, a.qx, *op.Range, a.readRevision(), a.compacted)
 			}
+			if err == nil {
+				err = budget.spend(r.Range)
+			}
 		case op.Put != nil:
 			r.Put, err = a.put(op.Put)
 		case op.Delete != nil:
 			r.Delete, err = a.deleteRange(op.Delete)
 		case op.Txn != nil:
-			r.Txn, err = a.txn(op.Txn)
+			r.Txn, err = a.txn(op.Txn, budget)
 			if r.Txn != nil {
 				r.Txn.Revision = a.readRevision()
 			}

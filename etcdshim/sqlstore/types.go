@@ -159,6 +159,12 @@ type TxnRequest struct {
 	Compare []Compare
 	Success []Op
 	Failure []Op
+	// MaxResultBytes, if positive, bounds what the ranges of the txn and
+	// of the txns nested in it read, all together (keys, values and about
+	// 32 bytes a key): once they pass it the txn fails with
+	// ErrResultTooLarge instead of reading on. A txn of many ranges over a
+	// large store otherwise reads the store as many times, in memory.
+	MaxResultBytes int64
 }
 
 // TxnResult is the answer to a TxnRequest. Revision is the store's revision
@@ -190,6 +196,7 @@ var (
 	ErrKeyTooLong     = errors.New("sqlstore: key is too long")
 	ErrEmptyKey       = errors.New("sqlstore: key is not provided")
 	ErrClosed         = errors.New("sqlstore: store is closed")
+	ErrResultTooLarge = errors.New("sqlstore: txn results are larger than allowed")
 )
 
 // MaxKeySize is the longest key every backend can index (MySQL's VARBINARY
