@@ -41,6 +41,9 @@ func toGRPC(err error) error {
 		return status.Error(codes.InvalidArgument, "etcdserver: key is too long (sqlkube keys are at most 2048 bytes)")
 	case errors.Is(err, sqlstore.ErrNoSpace):
 		return rpctypes.ErrGRPCNoSpace
+	case errors.Is(err, sqlstore.ErrResultTooLarge):
+		// What gRPC answers for a response over its send limit.
+		return status.Error(codes.ResourceExhausted, "etcdserver: txn response would be larger than gRPC sends (2 GiB)")
 	case errors.Is(err, sqlstore.ErrClosed):
 		return rpctypes.ErrGRPCStopped
 	case errors.Is(err, context.Canceled):

@@ -148,7 +148,9 @@ func (k *kvServer) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, 
 	if err := checkTxn(r); err != nil {
 		return nil, err
 	}
-	res, err := k.s.be.Txn(ctx, fromTxn(r))
+	req := fromTxn(r)
+	req.MaxResultBytes = maxSendBytes
+	res, err := k.s.be.Txn(ctx, req)
 	if err != nil {
 		k.s.raiseNoSpace(ctx, err)
 		return nil, toGRPC(err)

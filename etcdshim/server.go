@@ -34,6 +34,11 @@ const MaxRequestBytes = 1536 * 1024
 // ResourceExhausted); larger ones still get gRPC's ResourceExhausted.
 const maxRecvBytes = 8 << 20
 
+// maxSendBytes is the largest response gRPC sends, as etcd's: a txn stops
+// reading once its ranges have read more (sqlstore.ErrResultTooLarge),
+// since its answer could not be sent.
+const maxSendBytes = math.MaxInt32
+
 // MaxTxnOps is etcd's default limit of operations in one txn.
 const MaxTxnOps = 128
 
@@ -126,7 +131,7 @@ func New(opts Options) *Server {
 	}
 	gopts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(maxRecvBytes),
-		grpc.MaxSendMsgSize(math.MaxInt32),
+		grpc.MaxSendMsgSize(maxSendBytes),
 		grpc.MaxConcurrentStreams(math.MaxUint32),
 		grpc.UnaryInterceptor(s.unaryInterceptor),
 		grpc.StreamInterceptor(s.streamInterceptor),
