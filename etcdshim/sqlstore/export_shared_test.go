@@ -17,3 +17,9 @@ func (h *Shared) ProvisionUpTo(ctx context.Context, t Tenant, n int) error {
 func (h *Shared) DropUpTo(ctx context.Context, t Tenant, n int) error {
 	return h.dropUpTo(ctx, t, n)
 }
+
+// QueryRowForTest reads one row on one of the pool's connections, as
+// the pool hands it out.
+func (h *Shared) QueryRowForTest(ctx context.Context, q string, dest ...any) error {
+	return h.pool.QueryRow(ctx, q).Scan(dest...)
+}

@@ -134,7 +134,7 @@ func (h *Shared) conns(t Tenant) (*conns, error) {
 		return nil, err
 	}
 	open := func() *sql.DB {
-		db := sql.OpenDB(&tenantConnector{h: h, prefix: t.txPrefix()})
+		db := sql.OpenDB(&tenantConnector{h: h, t: t})
 		db.SetMaxIdleConns(0)
 		db.SetMaxOpenConns(int(h.pool.Config().MaxConns))
 		return db

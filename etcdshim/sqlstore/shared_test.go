@@ -23,7 +23,7 @@ import (
 
 // postgresDSN returns a new, empty PostgreSQL database (skipped without a
 // server, failed under CI=true).
-func postgresDSN(t *testing.T) string {
+func postgresDSN(t testing.TB) string {
 	t.Helper()
 	for _, b := range sqltest.Backends() {
 		if b.Name == sqltest.Postgres {
@@ -35,7 +35,7 @@ func postgresDSN(t *testing.T) string {
 }
 
 // newShared opens a shared handle on dsn, closed when the test ends.
-func newShared(t *testing.T, dsn string, opts sqlstore.SharedOptions) *sqlstore.Shared {
+func newShared(t testing.TB, dsn string, opts sqlstore.SharedOptions) *sqlstore.Shared {
 	t.Helper()
 	opts.Logger = zerolog.Nop()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -50,7 +50,7 @@ func newShared(t *testing.T, dsn string, opts sqlstore.SharedOptions) *sqlstore.
 
 // newTenant names a tenant no other test uses; its role and schema are
 // dropped when the test ends.
-func newTenant(t *testing.T, h *sqlstore.Shared, name string) sqlstore.Tenant {
+func newTenant(t testing.TB, h *sqlstore.Shared, name string) sqlstore.Tenant {
 	t.Helper()
 	var b [4]byte
 	_, _ = rand.Read(b[:])
@@ -67,7 +67,7 @@ func newTenant(t *testing.T, h *sqlstore.Shared, name string) sqlstore.Tenant {
 }
 
 // provisioned is newTenant, provisioned.
-func provisioned(t *testing.T, h *sqlstore.Shared, name string) sqlstore.Tenant {
+func provisioned(t testing.TB, h *sqlstore.Shared, name string) sqlstore.Tenant {
 	t.Helper()
 	tn := newTenant(t, h, name)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -84,7 +84,7 @@ func openTenant(t *testing.T, h *sqlstore.Shared, tn sqlstore.Tenant) *sqlstore.
 }
 
 // adminConn connects to dsn as the test server's user, outside any pool.
-func adminConn(t *testing.T, dsn string) *pgx.Conn {
+func adminConn(t testing.TB, dsn string) *pgx.Conn {
 	t.Helper()
 	conn, err := pgx.Connect(context.Background(), dsn)
 	if err != nil {
@@ -409,5 +409,37 @@ func TestShared_WatchesAndLeasesPerTenant(t *testing.T) {
 	r2.checkBatches(t)
 	if got := get(t, b, "/x"); got == nil || string(got.Value) != "b" {
 		t.Errorf("b's /x = %v after a's lease expired", kvString(got))
+	}
+}
+
+// TestShared_Maintenance runs what does not fit in a transaction (VACUUM
+// FULL) and the size queries as the tenant, and leaves the pool's
+// connections without the tenant's role or search_path.
+func TestShared_Maintenance(t *testing.T) {
+	dsn := postgresDSN(t)
+	h := newShared(t, dsn, sqlstore.SharedOptions{MaxConns: 2}) // one pooled connection: every use shares it
+	s := openTenant(t, h, provisioned(t, h, "m"))
+	ctx := context.Background()
+	for i := 0; i < 20; i++ {
+		put(t, s, "/k", strings.Repeat("x", 4096))
+	}
+	rev := currentRev(t, s)
+	if _, err := s.Compact(ctx, rev); err != nil {
+		t.Fatalf("Compact: %v", err)
+	}
+	if err := s.Defragment(ctx); err != nil {
+		t.Fatalf("Defragment: %v", err)
+	}
+	if size, err := s.Size(ctx); err != nil || size <= 0 {
+		t.Errorf("Size() = %d, %v; want the tenant's tables", size, err)
+	}
+	// The one pooled connection, as the handle's next user finds it.
+	var role, path string
+	var own bool
+	if err := h.QueryRowForTest(ctx, `SELECT current_user, current_user = session_user, current_setting('search_path')`, &role, &own, &path); err != nil {
+		t.Fatal(err)
+	}
+	if !own || strings.Contains(path, "t_m_") {
+		t.Errorf("a pooled connection after the tenant's work: role %q, search_path %q", role, path)
 	}
 }

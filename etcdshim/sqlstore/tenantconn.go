@@ -6,6 +6,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"io"
 	"regexp"
 	"strings"
 	"time"
@@ -51,12 +52,26 @@ func (t Tenant) txPrefix() string {
 		"; SET LOCAL search_path TO " + pgx.Identifier{t.Schema}.Sanitize()
 }
 
+// sessionSet sets the tenant's role and search_path for the session, for
+// the statements that cannot run in a transaction (see noTx).
+func (t Tenant) sessionSet() string {
+	return "SET ROLE " + pgx.Identifier{t.Role}.Sanitize() +
+		"; SET search_path TO " + pgx.Identifier{t.Schema}.Sanitize()
+}
+
+// noTx reports whether a statement cannot run inside a transaction block
+// (VACUUM, which Defragment runs).
+func noTx(query string) bool {
+	q := strings.TrimSpace(query)
+	return len(q) >= 6 && strings.EqualFold(q[:6], "VACUUM")
+}
+
 // tenantConnector hands database/sql connections borrowed from a Shared
 // pool; closing one gives it back. Connections never keep a tenant's role
 // or search_path outside a transaction: both are SET LOCAL.
 type tenantConnector struct {
-	h      *Shared
-	prefix string
+	h *Shared
+	t Tenant
 }
 
 func (c *tenantConnector) Connect(ctx context.Context) (driver.Conn, error) {
@@ -64,7 +79,7 @@ func (c *tenantConnector) Connect(ctx context.Context) (driver.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &tenantConn{Conn: dc.(*stdlib.Conn), prefix: c.prefix}, nil
+	return &tenantConn{Conn: dc.(*stdlib.Conn), prefix: c.t.txPrefix(), session: c.t.sessionSet()}, nil
 }
 
 func (c *tenantConnector) Driver() driver.Driver { return stdlib.GetDefaultDriver() }
@@ -75,8 +90,8 @@ func (c *tenantConnector) Driver() driver.Driver { return stdlib.GetDefaultDrive
 // uses a driver connection from one goroutine at a time.
 type tenantConn struct {
 	*stdlib.Conn
-	prefix string
-	inTx   bool
+	prefix, session string
+	inTx            bool
 }
 
 // beginSQL is the BEGIN of opts.
@@ -166,9 +181,35 @@ func (c *tenantConn) Begin() (driver.Tx, error) {
 	return c.BeginTx(context.Background(), driver.TxOptions{})
 }
 
+// asSession runs fn with the tenant's role and search_path set for the
+// session, and resets both after it. A connection whose reset fails is
+// closed, so the pool never hands it out again.
+func (c *tenantConn) asSession(ctx context.Context, fn func() error) error {
+	pc := c.Conn.Conn()
+	defer func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if _, err := pc.Exec(rctx, "RESET ROLE; RESET search_path"); err != nil {
+			_ = pc.Close(rctx)
+		}
+	}()
+	if _, err := pc.Exec(ctx, c.session); err != nil {
+		return err
+	}
+	return fn()
+}
+
 func (c *tenantConn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
 	if c.inTx {
 		return c.Conn.ExecContext(ctx, query, args)
+	}
+	if noTx(query) {
+		var res driver.Result
+		err := c.asSession(ctx, func() (err error) {
+			res, err = c.Conn.ExecContext(ctx, query, args)
+			return err
+		})
+		return res, err
 	}
 	if err := c.begin(ctx, driver.TxOptions{}); err != nil {
 		return nil, err
@@ -187,6 +228,17 @@ func (c *tenantConn) ExecContext(ctx context.Context, query string, args []drive
 func (c *tenantConn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
 	if c.inTx {
 		return c.Conn.QueryContext(ctx, query, args)
+	}
+	if noTx(query) {
+		// Such statements return no rows: run them to the end here.
+		err := c.asSession(ctx, func() error {
+			_, err := c.Conn.ExecContext(ctx, query, args)
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		return noRows{}, nil
 	}
 	if err := c.begin(ctx, driver.TxOptions{}); err != nil {
 		return nil, err
@@ -238,3 +290,10 @@ func (r *tenantRows) Close() error {
 	}
 	return r.c.end(r.ctx, true)
 }
+
+// noRows are the rows of a statement that returns none.
+type noRows struct{}
+
+func (noRows) Columns() []string         { return nil }
+func (noRows) Close() error              { return nil }
+func (noRows) Next([]driver.Value) error { return io.EOF }
