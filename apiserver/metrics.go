@@ -19,6 +19,7 @@ import (
 	_ "k8s.io/component-base/metrics/prometheus/version"
 
 	"github.com/sqlkube/sqlkube/apiserver/registry"
+	"github.com/sqlkube/sqlkube/apiserver/subresources"
 )
 
 // Which metrics are the API server's.
@@ -109,53 +110,65 @@ func metricsHandler() http.Handler {
 		promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError, ProcessStartTime: legacyregistry.GetProcessStart()})
 }
 
-// deprecations reports which served versions are deprecated
+// requestFacts tells filters.RequestMetrics which resource requests name
+// a served resource and subresource (as serveResource finds them) and
+// which served versions are deprecated
 // (apiserver_requested_deprecated_apis), as kube-apiserver's installer
 // decides per route: by the versioned type's prerelease lifecycle against
 // the server's own version. Built-in resources only (a CRD version's
 // deprecated flag is not reported, nor is it by kube-apiserver's metric).
-type deprecations struct {
-	reg          *registry.Registry
+// Aggregated APIs are not counted (their resources are the remote
+// server's).
+type requestFacts struct {
+	s            *Server
 	major, minor int
 	known        bool // the version parsed
 	mu           sync.Mutex
-	cache        map[schema.GroupVersionResource]string // removed release, or "-" if not deprecated
+	removed      map[*registry.Resource]string // removed release, or "-" if not deprecated
 }
 
-func newDeprecations(reg *registry.Registry, version string) *deprecations {
-	d := &deprecations{reg: reg, cache: map[schema.GroupVersionResource]string{}}
-	if v, err := utilversion.ParseGeneric(version); err == nil {
-		d.major, d.minor, d.known = int(v.Major()), int(v.Minor()), true
+func newRequestFacts(s *Server) *requestFacts {
+	f := &requestFacts{s: s, removed: map[*registry.Resource]string{}}
+	if v, err := utilversion.ParseGeneric(s.cfg.Version); err == nil {
+		f.major, f.minor, f.known = int(v.Major()), int(v.Minor()), true
 	}
-	return d
+	return f
 }
 
-// Deprecated is filters.RequestMetrics' Deprecated.
-func (d *deprecations) Deprecated(info *request.RequestInfo) (bool, string) {
-	if !d.known {
-		return false, ""
-	}
+// Describe is filters.RequestMetrics' Describe.
+func (f *requestFacts) Describe(info *request.RequestInfo) (served, deprecated bool, removedRelease string) {
 	gvr := schema.GroupVersionResource{Group: info.APIGroup, Version: info.APIVersion, Resource: info.Resource}
-	d.mu.Lock()
-	removed, ok := d.cache[gvr]
-	d.mu.Unlock()
+	sub := info.Subresource
+	if subresources.IsLegacyBindings(gvr) && info.Name == "" && sub == "" {
+		gvr.Resource, sub = "pods", "binding"
+	}
+	r, ok := f.s.api.Registry.Lookup(gvr)
 	if !ok {
-		r, found := d.reg.Lookup(gvr)
-		if !found {
-			return false, "" // not cached: any path may be asked for
+		return false, false, ""
+	}
+	if sub != "" {
+		_, own := f.s.api.Subresources.Lookup(r, sub)
+		if !own && !r.ObjectSubresource(sub) && (sub != "scale" || !r.Scale) {
+			return false, false, ""
 		}
+	}
+	if !f.known || r.Custom != nil || r.New == nil {
+		return true, false, ""
+	}
+	f.mu.Lock()
+	removed, cached := f.removed[r]
+	f.mu.Unlock()
+	if !cached {
 		removed = "-"
-		if r.Custom == nil && r.New != nil {
-			if obj := r.New(); deprecation.IsDeprecated(obj, d.major, d.minor) {
-				removed = deprecation.RemovedRelease(obj)
-			}
+		if obj := r.New(); deprecation.IsDeprecated(obj, f.major, f.minor) {
+			removed = deprecation.RemovedRelease(obj)
 		}
-		d.mu.Lock()
-		d.cache[gvr] = removed
-		d.mu.Unlock()
+		f.mu.Lock()
+		f.removed[r] = removed
+		f.mu.Unlock()
 	}
 	if removed == "-" {
-		return false, ""
+		return true, false, ""
 	}
-	return true, removed
+	return true, true, removed
 }

@@ -209,6 +209,9 @@ func TestMetrics_StableAndBeta(t *testing.T) {
 	if deprecated != "" && !hasSeries(mfs["apiserver_requested_deprecated_apis"], map[string]string{"resource": deprecated}) {
 		t.Errorf("apiserver_requested_deprecated_apis has no %s", deprecated)
 	}
+	if hasSeries(mfs["apiserver_request_total"], map[string]string{"group": "nothing.example.com"}) {
+		t.Errorf("apiserver_request_total counts a resource nothing serves")
+	}
 	// Only the API server's families: none of the controller manager's,
 	// the scheduler's or client-go's.
 	for name := range mfs {
@@ -303,6 +306,11 @@ func exerciseAPI(t *testing.T, cs kubernetes.Interface, cfg *rest.Config) (depre
 	saCfg.TLSClientConfig = rest.TLSClientConfig{CAFile: cfg.CAFile}
 	if _, err := kubernetes.NewForConfigOrDie(saCfg).Discovery().ServerVersion(); err != nil {
 		t.Fatalf("a request with a service-account token: %v", err)
+	}
+
+	// A resource nothing serves (404): not counted.
+	if _, err := cs.Discovery().RESTClient().Get().AbsPath("/apis/nothing.example.com/v1/things").DoRaw(ctx); err == nil {
+		t.Fatal("GET /apis/nothing.example.com/v1/things answered")
 	}
 
 	// A deprecated API version, if one is served.

@@ -561,7 +561,7 @@ func (s *Server) routes() *echo.Echo {
 		}
 		return s.api.Authz.Authorize(ctx, a)
 	})
-	requestMetrics := &filters.RequestMetrics{Off: s.cfg.DisableRequestMetrics, Deprecated: newDeprecations(s.api.Registry, s.cfg.Version).Deprecated}
+	requestMetrics := &filters.RequestMetrics{Off: s.cfg.DisableRequestMetrics, Describe: newRequestFacts(s).Describe}
 	e.Use(filters.RequestInfo, requestMetrics.Middleware, filters.Timeout, filters.Authentication(authn, s.cfg.Authenticate))
 	if s.cfg.Audit != nil {
 		e.Use(s.cfg.Audit.Middleware) // rejected requests (429 below) are audited too

@@ -21,16 +21,20 @@ import (
 // server-side apply patch, CONNECT for exec, attach, port-forward and the
 // proxies); component is "apiserver".
 //
-// Unlike kube-apiserver, requests answered before they reach a route (401,
-// 403, 429) are counted too, with their code: it sits right after
+// Unlike kube-apiserver, requests answered before they reach a handler
+// (401, 403, 429) are counted too, with their code: it sits right after
 // RequestInfo. Non-resource requests are counted only on the paths of
 // NonResourcePaths (their path is the subresource label, as upstream), so
 // that arbitrary URLs cannot grow the series without bound.
 type RequestMetrics struct {
-	// Deprecated reports whether a resource request is for a deprecated
-	// API version and the release it is removed in ("" if none); nil:
-	// none is.
-	Deprecated func(info *request.RequestInfo) (deprecated bool, removedRelease string)
+	// Describe reports whether a resource request names a served
+	// resource (and subresource) — others are not counted, so that
+	// arbitrary paths, which anyone may ask for before authentication,
+	// cannot grow the series without bound, and kube-apiserver does not
+	// count requests no route serves either — and whether its API version
+	// is deprecated, with the release it is removed in ("" if none).
+	// nil: every resource request is counted, none deprecated.
+	Describe func(info *request.RequestInfo) (served, deprecated bool, removedRelease string)
 	// Off turns recording off (benchmarks compare with and without).
 	Off bool
 }
@@ -54,6 +58,14 @@ func (m *RequestMetrics) Middleware(next echo.HandlerFunc) echo.HandlerFunc {
 		if !ok || (!info.IsResourceRequest && !NonResourcePaths[req.URL.Path]) {
 			return next(c)
 		}
+		var deprecated bool
+		var removed string
+		if info.IsResourceRequest && m.Describe != nil {
+			var served bool
+			if served, deprecated, removed = m.Describe(info); !served {
+				return next(c)
+			}
+		}
 		// The webhooks add their time here, which the SLI leaves out.
 		req = req.WithContext(request.WithLatencyTrackers(req.Context()))
 		c.SetRequest(req)
@@ -63,7 +75,7 @@ func (m *RequestMetrics) Middleware(next echo.HandlerFunc) echo.HandlerFunc {
 		} else {
 			err = serve(c, next)
 		}
-		m.observe(c.Request(), info, c.Response(), time.Since(start))
+		observe(c.Request(), info, c.Response(), deprecated, removed, time.Since(start))
 		return err
 	}
 }
@@ -85,7 +97,7 @@ func longRunning(info *request.RequestInfo) bool {
 	return info.Verb == "watch" || (info.IsResourceRequest && LongRunningSubresources.Has(info.Subresource))
 }
 
-func (m *RequestMetrics) observe(req *http.Request, info *request.RequestInfo, resp *echo.Response, elapsed time.Duration) {
+func observe(req *http.Request, info *request.RequestInfo, resp *echo.Response, deprecated bool, removed string, elapsed time.Duration) {
 	code := resp.Status
 	if code == 0 {
 		code = http.StatusOK
@@ -101,11 +113,6 @@ func (m *RequestMetrics) observe(req *http.Request, info *request.RequestInfo, r
 	verb := metrics.CanonicalVerb(strings.ToUpper(req.Method), scope)
 	if info.Verb == "watch" {
 		verb = metrics.MethodWatch
-	}
-	var deprecated bool
-	var removed string
-	if m.Deprecated != nil {
-		deprecated, removed = m.Deprecated(info)
 	}
 	metrics.MonitorRequest(req, verb, info.APIGroup, info.APIVersion, info.Resource, info.Subresource, scope,
 		metrics.APIServerComponent, deprecated, removed, code, int(resp.Size), elapsed)

@@ -45,8 +45,11 @@ func labelMap(m *dto.Metric) map[string]string {
 func TestRequestMetrics_VerbsCodesAndPaths(t *testing.T) {
 	const group = "metrics-filter.example.com"
 	e := echo.New()
-	rm := &RequestMetrics{Deprecated: func(info *request.RequestInfo) (bool, string) {
-		return info.Resource == "oldwidgets", "1.40"
+	rm := &RequestMetrics{Describe: func(info *request.RequestInfo) (bool, bool, string) {
+		if info.Resource == "oldwidgets" {
+			return true, true, "1.40"
+		}
+		return info.Resource == "widgets", false, ""
 	}}
 	e.Use(RequestInfo, rm.Middleware)
 	e.Any("/*", func(c echo.Context) error {
@@ -63,6 +66,7 @@ func TestRequestMetrics_VerbsCodesAndPaths(t *testing.T) {
 		{"DELETE", "/apis/" + group + "/v1/namespaces/ns/widgets/w"},
 		{"GET", "/apis/" + group + "/v1/oldwidgets"},
 		{"GET", "/not/an/api/path"},
+		{"GET", "/apis/" + group + "/v1/gadgets"},
 	} {
 		e.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(r.method, r.path, nil))
 	}
@@ -98,6 +102,9 @@ func TestRequestMetrics_VerbsCodesAndPaths(t *testing.T) {
 		if s["subresource"] == "/not/an/api/path" {
 			t.Errorf("a path that is not served is counted: %v", s)
 		}
+	}
+	if _, ok := got["LIST"]; ok && len(requestSeries(t, group)) != len(want)+1 {
+		t.Errorf("series: %v; want widgets' and oldwidgets' only", requestSeries(t, group))
 	}
 	mfs, _ := legacyregistry.DefaultGatherer.Gather()
 	deprecated := false
