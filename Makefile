@@ -159,11 +159,24 @@ test-deps-kubectl:
 # The real-node tests run sqlkube's containerd with make runtime's shim
 # and runc (SQLKUBE_RUNTIME_DIR: internal/testbin links them beside the
 # sqlkube it builds).
-test: test-deps test-deps-helm test-deps-kubectl runtime
+test: test-deps test-deps-helm test-deps-kubectl runtime test-fuzz
 	$(GO) vet ./...
 	# One package at a time: the conformance suites run their backends in
 	# parallel and are timing-sensitive on a 2-core machine.
 	SQLKUBE_HELM_DIR="$(HELM_DIR)" SQLKUBE_KUBECTL_DIR="$(KUBECTL_DIR)" SQLKUBE_RUNTIME_DIR="$(RUNTIME_DIR)" $(GO) test -p 1 -count=1 -timeout 40m ./...
+
+# test-fuzz runs each fuzz test of the etcd API (etcdshim/fuzz*_test.go:
+# hostile requests through gRPC to a server on SQLite) for FUZZTIME, one
+# after the other. A failing input is written to etcdshim/testdata/fuzz/;
+# docs/testing.md says how to run them longer.
+FUZZTIME ?= 20s
+ETCD_FUZZ := FuzzKV FuzzTxn FuzzWatch FuzzLease FuzzMaintenance
+.PHONY: test-fuzz
+test-fuzz:
+	@for f in $(ETCD_FUZZ); do \
+	  echo "$$f for $(FUZZTIME)"; \
+	  $(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) ./etcdshim || exit 1; \
+	done
 
 # conformance runs Kubernetes' own conformance suite (e2e.test at go.mod's
 # Kubernetes version, every [Conformance] test) against a two-node sqlkube
