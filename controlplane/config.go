@@ -50,6 +50,10 @@ type Config struct {
 	// Token (or the content of TokenFile) opens the cluster identity in
 	// the datastore (identity.go).
 	Token, TokenFile string
+	// RandomToken says Token is identity.NewToken's (random, as a
+	// tenant host makes them): the identity is sealed with a light key
+	// derivation.
+	RandomToken bool
 	// authentication and authorization
 	TokenAuthFile     string
 	SASigningKeyFile  string

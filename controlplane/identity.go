@@ -75,6 +75,7 @@ func EstablishIdentity(ctx context.Context, kv clientv3.KV, f *Config) error {
 	}
 	res, err := identity.Establish(ctx, kv, identity.Options{
 		Dir: filepath.Join(f.DataDir, "tls"), Token: token, EncryptionConfig: f.Encryption, Logger: log,
+		RandomToken: generated || f.RandomToken,
 	})
 	switch {
 	case errors.Is(err, identity.ErrWrongToken) && generated:

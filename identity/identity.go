@@ -59,7 +59,10 @@ type Options struct {
 	// ("" for none). The first server stores its content; a later server
 	// without one uses the stored one.
 	EncryptionConfig string
-	Logger           zerolog.Logger
+	// RandomToken says Token is NewToken's (256 random bits), which the
+	// identity is sealed with a light key derivation for.
+	RandomToken bool
+	Logger      zerolog.Logger
 }
 
 // Result says what Establish did.
@@ -127,7 +130,7 @@ func Establish(ctx context.Context, kv clientv3.KV, o Options) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	sealed, err := seal(o.Token, plain, []byte(Key))
+	sealed, err := seal(o.Token, plain, []byte(Key), o.RandomToken)
 	if err != nil {
 		return Result{}, fmt.Errorf("identity: seal: %w", err)
 	}

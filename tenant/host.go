@@ -483,7 +483,7 @@ func (h *Host) start(ctx context.Context, t *Tenant, sl *slot, token string, l n
 	cfg.DataDir, cfg.BindAddress, cfg.Advertise = dir, h.cfg.BindAddress, h.cfg.Advertise
 	cfg.TLSSANs = []string{h.cfg.EndpointHost}
 	cfg.KubeconfigServer = h.endpoint(sl.port)
-	cfg.Token = token
+	cfg.Token, cfg.RandomToken = token, true
 	cfg.DNS.Disable = true // TODO(tenants): a DNS port per tenant
 	comps := h.cfg.Components
 	if comps == nil {

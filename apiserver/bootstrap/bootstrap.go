@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"golang.org/x/sync/errgroup"
+
 	"github.com/sqlkube/sqlkube/apiserver/registry"
 	"github.com/sqlkube/sqlkube/apiserver/scheme"
 	corev1 "k8s.io/api/core/v1"
@@ -39,18 +41,17 @@ func Run(ctx context.Context, c *Cluster) error {
 	if err != nil {
 		return err
 	}
-	if err := ensureSystemPriorityClasses(ctx, cs); err != nil {
-		return err
-	}
-	if err := ensureDefaultServiceCIDR(ctx, cs, c.ServiceClusterIPRange); err != nil {
-		return err
-	}
-	if err := ensureFlowControlDefaults(ctx, cs); err != nil {
-		return err
-	}
-	if err := ensureLegacyTokenTracking(ctx, cs); err != nil {
+	// The rest is independent: made side by side, so that the store
+	// commits the writes together.
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return ensureSystemPriorityClasses(gctx, cs) })
+	g.Go(func() error { return ensureDefaultServiceCIDR(gctx, cs, c.ServiceClusterIPRange) })
+	g.Go(func() error { return ensureFlowControlDefaults(gctx, cs) })
+	g.Go(func() error { return ensureLegacyTokenTracking(gctx, cs) })
+	g.Go(func() error { return reconcileRBAC(gctx, cs) })
+	if err := g.Wait(); err != nil {
 		return err
 	}
 	repairServices(ctx, c)
-	return reconcileRBAC(ctx, cs)
+	return nil
 }
