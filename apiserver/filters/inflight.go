@@ -162,11 +162,7 @@ func (l *InflightLimiter) PublishMetrics(stop <-chan struct{}) {
 		return
 	}
 	metrics.Register()
-	publish := func() {
-		metrics.UpdateInflightRequestMetrics(metrics.ExecutingPhase,
-			int(l.readOnlyPeak.Swap(int64(len(l.readOnly)))), int(l.mutatingPeak.Swap(int64(len(l.mutating)))))
-	}
-	publish()
+	l.publishPeaks()
 	go func() {
 		t := time.NewTicker(time.Second)
 		defer t.Stop()
@@ -175,8 +171,15 @@ func (l *InflightLimiter) PublishMetrics(stop <-chan struct{}) {
 			case <-stop:
 				return
 			case <-t.C:
-				publish()
+				l.publishPeaks()
 			}
 		}
 	}()
+}
+
+// publishPeaks publishes the peaks since the last call, and starts the
+// next period's from the slots held now.
+func (l *InflightLimiter) publishPeaks() {
+	metrics.UpdateInflightRequestMetrics(metrics.ExecutingPhase,
+		int(l.readOnlyPeak.Swap(int64(len(l.readOnly)))), int(l.mutatingPeak.Swap(int64(len(l.mutating)))))
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 	dto "github.com/prometheus/client_model/go"
+	"k8s.io/apiserver/pkg/endpoints/metrics"
 	"k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/component-base/metrics/legacyregistry"
 )
@@ -129,5 +130,62 @@ func TestRequestMetrics_Off(t *testing.T) {
 	e.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/apis/"+group+"/v1/widgets", nil))
 	if s := requestSeries(t, group); len(s) != 0 {
 		t.Errorf("recorded while off: %v", s)
+	}
+}
+
+// inflightGauge is apiserver_current_inflight_requests{request_kind=kind}.
+func inflightGauge(t *testing.T, kind string) float64 {
+	t.Helper()
+	mfs, err := legacyregistry.DefaultGatherer.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == "apiserver_current_inflight_requests" {
+			for _, m := range mf.GetMetric() {
+				if labelMap(m)["request_kind"] == kind {
+					return m.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	t.Fatalf("no apiserver_current_inflight_requests{request_kind=%q}", kind)
+	return 0
+}
+
+func TestInflightLimiter_PublishesPeaks(t *testing.T) {
+	l := NewInflightLimiter(4, 2)
+	// What PublishMetrics does at once and then every second (here
+	// without its ticker, which could strike between the steps).
+	metrics.Register()
+	l.publishPeaks()
+	if got := inflightGauge(t, "readOnly"); got != 0 {
+		t.Fatalf("readOnly at start: %v, want 0", got)
+	}
+	a, b := heldKey{user: "a"}, heldKey{user: "b"}
+	m := heldKey{user: "a", mutating: true}
+	for _, k := range []heldKey{a, b} {
+		if !l.take(l.readOnly, k) {
+			t.Fatal("no read-only slot")
+		}
+	}
+	if !l.take(l.mutating, m) {
+		t.Fatal("no mutating slot")
+	}
+	l.release(l.readOnly, b)
+	l.release(l.mutating, m)
+	l.publishPeaks()
+	if got, want := inflightGauge(t, "readOnly"), 2.0; got != want {
+		t.Errorf("readOnly: %v, want the peak %v", got, want)
+	}
+	if got, want := inflightGauge(t, "mutating"), 1.0; got != want {
+		t.Errorf("mutating: %v, want the peak %v", got, want)
+	}
+	l.publishPeaks() // the next period starts from what is held
+	if got, want := inflightGauge(t, "readOnly"), 1.0; got != want {
+		t.Errorf("readOnly next period: %v, want %v", got, want)
+	}
+	if got, want := inflightGauge(t, "mutating"), 0.0; got != want {
+		t.Errorf("mutating next period: %v, want %v", got, want)
 	}
 }
