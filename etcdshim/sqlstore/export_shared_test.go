@@ -23,3 +23,11 @@ func (h *Shared) DropUpTo(ctx context.Context, t Tenant, n int) error {
 func (h *Shared) QueryRowForTest(ctx context.Context, q string, dest ...any) error {
 	return h.pool.QueryRow(ctx, q).Scan(dest...)
 }
+
+// SetPipelineAutoCommit switches how a shared store sends a statement
+// outside a transaction, and returns the previous setting.
+func SetPipelineAutoCommit(on bool) bool {
+	old := pipelineAutoCommit
+	pipelineAutoCommit = on
+	return old
+}

@@ -32,8 +32,12 @@ func benchStores(b *testing.B) map[string]*sqlstore.Store {
 // outside a transaction, which a shared store wraps in one.
 func BenchmarkShared_Get(b *testing.B) {
 	ctx := context.Background()
-	for _, name := range []string{"dsn", "shared"} {
+	for _, name := range []string{"dsn", "shared", "shared-unpipelined"} {
 		b.Run(name, func(b *testing.B) {
+			if name == "shared-unpipelined" {
+				defer sqlstore.SetPipelineAutoCommit(sqlstore.SetPipelineAutoCommit(false))
+				name = "shared"
+			}
 			s := benchStores(b)[name]
 			if _, _, err := s.Put(ctx, sqlstore.PutRequest{Key: []byte("/k"), Value: make([]byte, 256)}); err != nil {
 				b.Fatal(err)

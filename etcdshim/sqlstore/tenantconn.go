@@ -66,6 +66,13 @@ func noTx(query string) bool {
 	return len(q) >= 6 && strings.EqualFold(q[:6], "VACUUM")
 }
 
+// pipelineAutoCommit sends a statement outside a transaction in one
+// pipeline with its BEGIN, settings and COMMIT (see tenantConn.pipeline);
+// false sends BEGIN and the settings, then the statement, then COMMIT
+// (three round trips, the statement prepared and cached). Benchmarks
+// compare the two.
+var pipelineAutoCommit = true
+
 // tenantConnector hands database/sql connections borrowed from a Shared
 // pool; closing one gives it back. Connections never keep a tenant's role
 // or search_path outside a transaction: both are SET LOCAL.
@@ -79,7 +86,8 @@ func (c *tenantConnector) Connect(ctx context.Context) (driver.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &tenantConn{Conn: dc.(*stdlib.Conn), prefix: c.t.txPrefix(), session: c.t.sessionSet()}, nil
+	return &tenantConn{Conn: dc.(*stdlib.Conn), prefix: c.t.txPrefix(), session: c.t.sessionSet(),
+		role: c.t.Role, path: pgx.Identifier{c.t.Schema}.Sanitize()}, nil
 }
 
 func (c *tenantConnector) Driver() driver.Driver { return stdlib.GetDefaultDriver() }
@@ -91,7 +99,9 @@ func (c *tenantConnector) Driver() driver.Driver { return stdlib.GetDefaultDrive
 type tenantConn struct {
 	*stdlib.Conn
 	prefix, session string
-	inTx            bool
+	// role and path are the values setTenant gives role and search_path.
+	role, path string
+	inTx       bool
 }
 
 // beginSQL is the BEGIN of opts.
@@ -211,6 +221,11 @@ func (c *tenantConn) ExecContext(ctx context.Context, query string, args []drive
 		})
 		return res, err
 	}
+	if len(args) > 0 && pipelineAutoCommit {
+		return c.execPipelined(ctx, query, args)
+	}
+	// Without arguments a statement may be several (a migration): the
+	// simple protocol takes them, a pipeline's Parse would not.
 	if err := c.begin(ctx, driver.TxOptions{}); err != nil {
 		return nil, err
 	}
@@ -240,6 +255,9 @@ func (c *tenantConn) QueryContext(ctx context.Context, query string, args []driv
 		}
 		return noRows{}, nil
 	}
+	if pipelineAutoCommit {
+		return c.queryPipelined(ctx, query, args)
+	}
 	if err := c.begin(ctx, driver.TxOptions{}); err != nil {
 		return nil, err
 	}
@@ -251,26 +269,8 @@ func (c *tenantConn) QueryContext(ctx context.Context, query string, args []driv
 	return &tenantRows{Rows: rows.(*stdlib.Rows), c: c, ctx: ctx}, nil
 }
 
-// Prepared statements would run outside the tenant's transactions.
-func (c *tenantConn) Prepare(string) (driver.Stmt, error) {
-	return nil, errors.New("sqlstore: prepared statements are not used on a shared pool")
-}
-
-func (c *tenantConn) PrepareContext(context.Context, string) (driver.Stmt, error) {
-	return c.Prepare("")
-}
-
-// tenantTx is a transaction begun by tenantConn.BeginTx.
-type tenantTx struct {
-	c   *tenantConn
-	ctx context.Context
-}
-
-func (tx *tenantTx) Commit() error   { return tx.c.end(tx.ctx, true) }
-func (tx *tenantTx) Rollback() error { return tx.c.end(tx.ctx, false) }
-
 // tenantRows are the rows of a statement that had a transaction of its
-// own, which ends when they are closed.
+// own, begun before it was sent, which ends when they are closed.
 type tenantRows struct {
 	*stdlib.Rows
 	c    *tenantConn
@@ -290,6 +290,24 @@ func (r *tenantRows) Close() error {
 	}
 	return r.c.end(r.ctx, true)
 }
+
+// Prepared statements would run outside the tenant's transactions.
+func (c *tenantConn) Prepare(string) (driver.Stmt, error) {
+	return nil, errors.New("sqlstore: prepared statements are not used on a shared pool")
+}
+
+func (c *tenantConn) PrepareContext(context.Context, string) (driver.Stmt, error) {
+	return c.Prepare("")
+}
+
+// tenantTx is a transaction begun by tenantConn.BeginTx.
+type tenantTx struct {
+	c   *tenantConn
+	ctx context.Context
+}
+
+func (tx *tenantTx) Commit() error   { return tx.c.end(tx.ctx, true) }
+func (tx *tenantTx) Rollback() error { return tx.c.end(tx.ctx, false) }
 
 // noRows are the rows of a statement that returns none.
 type noRows struct{}
