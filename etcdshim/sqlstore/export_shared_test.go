@@ -31,3 +31,17 @@ func SetPipelineAutoCommit(on bool) bool {
 	pipelineAutoCommit = on
 	return old
 }
+
+// QueryRowForTest reads one row through the store's pool, outside a
+// transaction (inTx false) or in a read transaction.
+func (s *Store) QueryRowForTest(ctx context.Context, inTx bool, q string, dest ...any) error {
+	if !inTx {
+		return s.c.read.QueryRowContext(ctx, q).Scan(dest...)
+	}
+	tx, err := s.c.read.BeginTx(ctx, s.d.readTx)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback() //nolint:errcheck
+	return tx.QueryRowContext(ctx, q).Scan(dest...)
+}

@@ -138,6 +138,29 @@ func TestShared_PostgresRefusesOtherTenantsTables(t *testing.T) {
 			t.Errorf("%s as %s: err = %v, want %s (%s)", c.q, a.Role, err, c.msg, c.code)
 		}
 	}
+	// The store's own statements run as a's role in a's schema, and are
+	// refused b's tables: in its transactions, and outside them, pipelined
+	// or not.
+	sa := openTenant(t, h, a)
+	for _, pipelined := range []bool{true, false} {
+		old := sqlstore.SetPipelineAutoCommit(pipelined)
+		for _, inTx := range []bool{false, true} {
+			var role, path string
+			if err := sa.QueryRowForTest(ctx, inTx, `SELECT current_user, current_setting('search_path')`, &role, &path); err != nil {
+				t.Fatal(err)
+			}
+			if role != a.Role || path != a.Schema && path != `"`+a.Schema+`"` {
+				t.Errorf("pipelined %v, in a transaction %v: the store runs as %q with search_path %q, want %q, %q", pipelined, inTx, role, path, a.Role, a.Schema)
+			}
+			var n int
+			err := sa.QueryRowForTest(ctx, inTx, `SELECT COUNT(*) FROM `+b.Schema+`.kv_current`, &n)
+			var pe *pgconn.PgError
+			if !errors.As(err, &pe) || pe.Code != "42501" {
+				t.Errorf("pipelined %v, in a transaction %v: a's store reading b's table: %v, want permission denied", pipelined, inTx, err)
+			}
+		}
+		sqlstore.SetPipelineAutoCommit(old)
+	}
 	// And b's own role may.
 	var n int
 	tx, err := conn.Begin(ctx)

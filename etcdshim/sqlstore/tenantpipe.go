@@ -47,17 +47,29 @@ func (c *tenantConn) pipeline(ctx context.Context, query string, args []driver.N
 	mrr := pc.PgConn().ExecBatch(ctx, b)
 	c.inTx = true // until the COMMIT is read
 	for i := 0; i < 2; i++ {
-		if !mrr.NextResult() {
-			return nil, c.endPipeline(ctx, mrr, errors.New("sqlstore: pipeline ended early"))
+		if err := nextResult(mrr); err != nil {
+			return nil, c.endPipeline(ctx, mrr, err)
 		}
 		if _, err := mrr.ResultReader().Close(); err != nil {
 			return nil, c.endPipeline(ctx, mrr, err)
 		}
 	}
-	if !mrr.NextResult() {
-		return nil, c.endPipeline(ctx, mrr, errors.New("sqlstore: pipeline ended early"))
+	if err := nextResult(mrr); err != nil {
+		return nil, c.endPipeline(ctx, mrr, err)
 	}
 	return mrr, nil
+}
+
+// nextResult moves to the pipeline's next result; a statement that failed
+// before it had a result (a Parse error) is an error here.
+func nextResult(mrr *pgconn.MultiResultReader) error {
+	if mrr.NextResult() {
+		return nil
+	}
+	if err := mrr.Close(); err != nil {
+		return err
+	}
+	return errors.New("sqlstore: pipeline ended early")
 }
 
 // endPipeline reads the COMMIT's result and the rest of the pipeline after
@@ -65,11 +77,14 @@ func (c *tenantConn) pipeline(ctx context.Context, query string, args []driver.N
 // failed, the transaction is ended before the connection is given back.
 func (c *tenantConn) endPipeline(ctx context.Context, mrr *pgconn.MultiResultReader, err error) error {
 	if err == nil {
-		if !mrr.NextResult() {
-			err = errors.New("sqlstore: pipeline ended before COMMIT")
-		} else if tag, cerr := mrr.ResultReader().Close(); cerr != nil {
+		err = nextResult(mrr)
+	}
+	if err == nil {
+		tag, cerr := mrr.ResultReader().Close()
+		switch {
+		case cerr != nil:
 			err = cerr
-		} else if tag.String() == "ROLLBACK" {
+		case tag.String() == "ROLLBACK":
 			err = pgx.ErrTxCommitRollback
 		}
 	}
