@@ -192,8 +192,19 @@ func dropTenantSchema(ctx context.Context, h *Shared, t Tenant) error {
 	if owner != t.Role {
 		return fmt.Errorf("schema %q is owned by %q, not the tenant's role %q: not dropped", t.Schema, owner, t.Role)
 	}
-	_, err = h.pool.Exec(ctx, `DROP SCHEMA IF EXISTS `+ident(t.Schema)+` CASCADE`)
-	return err
+	return asRole(ctx, h, t.Role, `DROP SCHEMA IF EXISTS `+ident(t.Schema)+` CASCADE`)
+}
+
+// asRole runs stmt as role: dropping what a role owns needs its privileges,
+// which a NOINHERIT host holds only after SET ROLE.
+func asRole(ctx context.Context, h *Shared, role, stmt string) error {
+	return pgx.BeginFunc(ctx, h.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SET LOCAL ROLE `+ident(role)); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, stmt)
+		return err
+	})
 }
 
 // dropTenantOwned drops what else the role owns in this database and
@@ -206,7 +217,7 @@ func dropTenantOwned(ctx context.Context, h *Shared, t Tenant) error {
 	if !plain {
 		return fmt.Errorf("role %q may log in or has attributes: not a tenant role, not dropped", t.Role)
 	}
-	_, err = h.pool.Exec(ctx, `DROP OWNED BY `+ident(t.Role))
+	err = asRole(ctx, h, t.Role, `DROP OWNED BY `+ident(t.Role))
 	if isCode(err, "42704") { // undefined_object: dropped meanwhile
 		return nil
 	}

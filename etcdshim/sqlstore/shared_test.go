@@ -466,3 +466,67 @@ func TestShared_Maintenance(t *testing.T) {
 		t.Errorf("a pooled connection after the tenant's work: role %q, search_path %q", role, path)
 	}
 }
+
+// TestShared_HostRoleNotSuperuser provisions, serves and drops tenants as
+// the host role docs/datastores.md recommends (LOGIN CREATEROLE NOINHERIT,
+// CREATE on the database, not superuser), and checks that the host's role
+// does not itself hold a tenant's privileges outside SET ROLE.
+func TestShared_HostRoleNotSuperuser(t *testing.T) {
+	dsn := postgresDSN(t)
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := strings.TrimPrefix(u.Path, "/")
+	admin := adminConn(t, strings.Replace(dsn, "/"+db, "/postgres", 1))
+	ctx := context.Background()
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	host := "h_" + hex.EncodeToString(b[:])
+	// The database, made by the admin, before the host's role may use it.
+	if _, err := admin.Exec(ctx, `CREATE DATABASE `+db); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		`CREATE ROLE ` + host + ` LOGIN CREATEROLE NOINHERIT`,
+		`GRANT CREATE ON DATABASE ` + db + ` TO ` + host,
+	} {
+		if _, err := admin.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	t.Cleanup(func() {
+		for _, q := range []string{`REVOKE ALL ON DATABASE ` + db + ` FROM ` + host, `DROP ROLE IF EXISTS ` + host} {
+			if _, err := admin.Exec(ctx, q); err != nil {
+				t.Errorf("%s: %v", q, err)
+			}
+		}
+	})
+	hu := *u
+	hu.User = url.User(host)
+	h := newShared(t, hu.String(), sqlstore.SharedOptions{MaxConns: 2})
+	a := provisioned(t, h, "a")
+	s := openTenant(t, h, a)
+	put(t, s, "/k", "v")
+	if got := get(t, s, "/k"); got == nil || string(got.Value) != "v" {
+		t.Fatalf("get /k = %v", kvString(got))
+	}
+	// The host's own session may not read the tenant's table.
+	hc := adminConn(t, hu.String())
+	var n int
+	err = hc.QueryRow(ctx, `SELECT COUNT(*) FROM `+a.Schema+`.kv_current`).Scan(&n)
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || pe.Code != "42501" {
+		t.Errorf("the host's role reading a tenant's table without SET ROLE: %v, want permission denied", err)
+	}
+	hc.Close(ctx)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Drop(ctx, a); err != nil {
+		t.Fatalf("Drop as the host's role: %v", err)
+	}
+	if role, schema := exists(t, adminConn(t, dsn), a); role || schema {
+		t.Errorf("after Drop: role exists %v, schema exists %v", role, schema)
+	}
+}
