@@ -18,8 +18,11 @@ import (
 // one: the timer may fire early, finds nothing and reads again, but never
 // late. An instance that dies leaves its leases to the others' timers.
 type leaseClock struct {
-	mu   sync.Mutex // guards next
+	mu   sync.Mutex // guards next, seen
 	next int64      // earliest known expiry (ms), 0: none
+	// seen is the earliest expiry saw recorded since the timer's last
+	// read of the database began: that read may have missed it.
+	seen int64
 	// kick wakes the timer (cap 1); wantRead asks it to read the
 	// database.
 	kick     chan struct{}
@@ -42,6 +45,7 @@ func (c *leaseClock) saw(ms int64) {
 	if earlier {
 		c.next = ms
 	}
+	c.seen = earliest(c.seen, ms)
 	c.mu.Unlock()
 	if earlier {
 		c.wake()
@@ -54,10 +58,34 @@ func (c *leaseClock) reload() {
 	c.wake()
 }
 
+// beginRead marks the start of a read of the earliest expiry.
+func (c *leaseClock) beginRead() {
+	c.mu.Lock()
+	c.seen = 0
+	c.mu.Unlock()
+}
+
+// set records the earliest expiry a read found, or an expiry to retry at:
+// an earlier one this instance wrote since the read began still counts.
 func (c *leaseClock) set(ms int64) {
 	c.mu.Lock()
-	c.next = ms
+	c.next = earliest(ms, c.seen)
 	c.mu.Unlock()
+}
+
+// retryAt arms the timer for ms, after a failed expiry run.
+func (c *leaseClock) retryAt(ms int64) {
+	c.mu.Lock()
+	c.next, c.seen = ms, 0
+	c.mu.Unlock()
+}
+
+// earliest is the earlier of two expiries, 0 meaning none.
+func earliest(a, b int64) int64 {
+	if a == 0 || (b != 0 && b < a) {
+		return b
+	}
+	return a
 }
 
 func (c *leaseClock) get() int64 {
@@ -87,6 +115,7 @@ func (s *Store) runLeaseTimer() {
 	read := true
 	for ctx.Err() == nil {
 		if read {
+			s.leases.beginRead()
 			ms, err := s.earliestExpiry(ctx)
 			if err != nil {
 				if ctx.Err() == nil && !errors.Is(err, ErrClosed) {
@@ -114,7 +143,7 @@ func (s *Store) runLeaseTimer() {
 				if ctx.Err() == nil && !errors.Is(err, ErrClosed) {
 					s.log.Warn().Err(err).Msg("lease expiry failed; retrying")
 				}
-				s.leases.set(now() + s.opts.LeaseCheckInterval.Milliseconds())
+				s.leases.retryAt(now() + s.opts.LeaseCheckInterval.Milliseconds())
 				read = false
 			}
 		}

@@ -39,7 +39,9 @@ type Options struct {
 	WatchCacheSize int
 	// MaxBatch bounds how many write requests share one transaction.
 	MaxBatch int
-	// LeaseCheckInterval is how often expired leases are looked for.
+	// LeaseCheckInterval is how often expired leases are looked for. A
+	// store on a Shared pool looks when the earliest expiry it knows
+	// passes, and uses this only to retry after a failure.
 	LeaseCheckInterval time.Duration
 	// Registerer, if set, receives the store's Prometheus metrics.
 	Registerer prometheus.Registerer
