@@ -13,6 +13,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -105,6 +106,12 @@ func Run(ctx context.Context, opts Options, lead func(ctx context.Context)) erro
 			Callbacks: leaderelection.LeaderCallbacks{
 				OnStartedLeading: func(ctx context.Context) {
 					defer close(done)
+					// client-go runs this in a goroutine of its own,
+					// which recovers nothing: a component that panics
+					// (as the controller manager's builders do when
+					// stopped while they build) must not end a process
+					// that hosts others.
+					defer utilruntime.HandleCrashWithContext(ctx)
 					t := &term{ctx: ctx, lock: lock, renewDeadline: opts.RenewDeadline, stop: stop}
 					defer terms.add(opts.Name, t)()
 					go stepDownWhenStale(t, opts.RetryPeriod/4)

@@ -45,7 +45,8 @@ type HostConfig struct {
 	// Advertise is the address tenants' kubernetes Services name ("":
 	// the host's).
 	Advertise string
-	// PortMin and PortMax bound the tenants' API ports.
+	// PortMin and PortMax bound the tenants' API ports; both 0: any free
+	// port the system gives (tests), kept in the tenant's status.
 	PortMin, PortMax int
 	// QuotaBytes is a tenant's datastore quota unless its spec gives one
 	// (0: the store's default).
@@ -82,7 +83,7 @@ type slot struct {
 
 // NewHost builds a host over the host API's cfg.
 func NewHost(cfg HostConfig, rc *rest.Config) (*Host, error) {
-	if cfg.PortMin <= 0 || cfg.PortMax < cfg.PortMin {
+	if (cfg.PortMin != 0 || cfg.PortMax != 0) && (cfg.PortMin <= 0 || cfg.PortMax < cfg.PortMin) {
 		return nil, fmt.Errorf("tenant port range %d-%d is empty", cfg.PortMin, cfg.PortMax)
 	}
 	if cfg.EndpointHost == "" {
@@ -306,7 +307,10 @@ func (h *Host) reconcile(ctx context.Context, name string) (time.Duration, error
 		return 5 * time.Second, nil // try again
 	case <-in.ready:
 	default:
-		return 0, nil // the instance enqueues the tenant once it serves or stops
+		// Starting (after a host restart, the status may still say
+		// Ready); the instance enqueues the tenant once it serves or
+		// stops.
+		return 0, h.setStatus(ctx, t, func(s *Status) { s.Phase, s.Message = PhasePending, "starting" })
 	}
 	sv, _ := in.waitReady(ctx)
 	secret, err := h.ensureKubeconfig(ctx, t, sv)
@@ -363,8 +367,17 @@ func (h *Host) dsn(name string) string {
 	return "sqlite://" + filepath.Join(h.tenantDir(name), "state.db")
 }
 
-// allocatePort is the lowest port of the range no other tenant has.
+// allocatePort is the lowest port of the range no other tenant has (or,
+// with no range, one the system gives).
 func (h *Host) allocatePort(name string) (int, error) {
+	if h.cfg.PortMin == 0 {
+		l, err := net.Listen("tcp", net.JoinHostPort(h.cfg.BindAddress, "0"))
+		if err != nil {
+			return 0, err
+		}
+		defer l.Close()
+		return l.Addr().(*net.TCPAddr).Port, nil
+	}
 	objs, err := h.lister.List(labels.Everything())
 	if err != nil {
 		return 0, err

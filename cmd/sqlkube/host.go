@@ -61,7 +61,7 @@ func newHostCommand(lf *logFlags) *cobra.Command {
 	fl.StringVar(&f.datastore, "datastore", "", "the host's datastore DSN, where Tenant objects are kept (default: sqlite://DATA_DIR/host.db)")
 	fl.StringVar(&f.bindAddress, "bind-address", "127.0.0.1", "address of the host's API")
 	fl.IntVar(&f.securePort, "secure-port", 6443, "port of the host's API (0: any free port)")
-	fl.StringVar(&f.tenantPorts, "tenant-ports", "7000-7999", "ports tenants' APIs take, one each (MIN-MAX)")
+	fl.StringVar(&f.tenantPorts, "tenant-ports", "7000-7999", "ports tenants' APIs take, one each (MIN-MAX; 0: any free port)")
 	fl.StringVar(&f.tenantBind, "tenant-bind-address", controlplane.DefaultBindAddress, "address tenants' APIs listen on")
 	fl.StringVar(&f.tenantHost, "tenant-endpoint-host", "", "host name or address in tenants' endpoints and kubeconfigs (default: the loopback address when --tenant-bind-address is every address)")
 	fl.StringVar(&f.advertise, "advertise-address", "", "address tenants' kubernetes Services name, which their pods reach them at (default: the host's)")
@@ -73,6 +73,9 @@ func newHostCommand(lf *logFlags) *cobra.Command {
 }
 
 func parsePortRange(s string) (int, int, error) {
+	if s == "0" {
+		return 0, 0, nil
+	}
 	lo, hi, ok := strings.Cut(s, "-")
 	a, err1 := strconv.Atoi(lo)
 	b, err2 := strconv.Atoi(hi)

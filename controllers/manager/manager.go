@@ -157,15 +157,16 @@ func runControllers(ctx context.Context, c *kcmconfig.CompletedConfig) error {
 		builder = clientbuilder.NewDynamicClientBuilder(rest.AnonymousClientConfig(c.Kubeconfig), c.Client.CoreV1(), "kube-system")
 	}
 	// CreateControllerContext reserves the process-wide informer name
-	// "kube-controller-manager", which only the informer factory's Shutdown
-	// releases; if it fails after the reservation (its 10 s wait for a
+	// "kube-controller-manager" (others in the same process take names of
+	// their own: createControllerContext), which only the informer
+	// factory's Shutdown releases; if it fails after the reservation (its 10 s wait for a
 	// healthy API server), the name stays taken and every later term as
 	// leader in this process would fail. Waiting here first leaves that
 	// wait nothing to time out on.
 	if err := genericcontrollermanager.WaitForAPIServer(c.Client, time.Minute); err != nil {
 		return fmt.Errorf("controller manager: %w", err)
 	}
-	cctx, err := app.CreateControllerContext(ctx, c, root, builder)
+	cctx, err := createControllerContext(ctx, c, root, builder)
 	if err != nil {
 		return fmt.Errorf("controller manager: %w", err)
 	}

@@ -1,0 +1,270 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/sqlkube/sqlkube/tenant"
+)
+
+// startTestHost runs `sqlkube host` on dir until the test ends (or stop
+// is called) and returns the host API's config once it takes Tenants.
+func startTestHost(t *testing.T, dir string) (cfg *rest.Config, stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	root := newRootCommand()
+	root.SetArgs([]string{"host", "--data-dir", dir, "--secure-port", "0", "--tenant-ports", "0",
+		"--tenant-bind-address", "127.0.0.1", "--log-level", "error"})
+	pr, pw := io.Pipe()
+	root.SetOut(pw)
+	done := make(chan error, 1)
+	go func() { done <- root.ExecuteContext(ctx); pw.Close() }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("sqlkube host: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	ready := make(chan struct{})
+	go func() {
+		var out bytes.Buffer
+		buf := make([]byte, 4096)
+		closed := false
+		for {
+			n, err := pr.Read(buf)
+			out.Write(buf[:n])
+			if !closed && strings.Contains(out.String(), "Tenants:") {
+				close(ready)
+				closed = true
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatalf("sqlkube host exited: %v", err)
+	case <-time.After(2 * time.Minute):
+		t.Fatal("sqlkube host did not start")
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(dir, "kubeconfig"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg, stop
+}
+
+// tenantCLI runs `sqlkube tenant ARGS` against the host on dir.
+func tenantCLI(t *testing.T, dir string, args ...string) (string, error) {
+	t.Helper()
+	cmd := newTenantCommand()
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&out)
+	cmd.SetArgs(append(args, "--data-dir", dir))
+	err := cmd.ExecuteContext(context.Background())
+	return out.String(), err
+}
+
+func tenantClient(t *testing.T, kubeconfig string) *kubernetes.Clientset {
+	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Timeout = 30 * time.Second
+	return kubernetes.NewForConfigOrDie(cfg)
+}
+
+// TestHost_TenantLifecycle runs a host with two tenants through what a
+// provider does: create, use, isolation, suspend, wake on a request,
+// resume, a host restart and delete, through the CLI and the Tenant
+// resource.
+func TestHost_TenantLifecycle(t *testing.T) {
+	dir := t.TempDir()
+	hostCfg, stopHost := startTestHost(t, dir)
+	ctx := context.Background()
+	kcA, kcB := filepath.Join(dir, "a.kubeconfig"), filepath.Join(dir, "b.kubeconfig")
+	if out, err := tenantCLI(t, dir, "create", "a", "--out", kcA); err != nil {
+		t.Fatalf("tenant create a: %v\n%s", err, out)
+	}
+	// b through the Tenant resource itself, as kubectl apply would.
+	tenants := dynamic.NewForConfigOrDie(hostCfg).Resource(tenant.GVR)
+	u, err := tenant.ToUnstructured(&tenant.Tenant{ObjectMeta: metav1.ObjectMeta{Name: "b"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tenants.Create(ctx, u, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := waitPhase(ctxTimeout(t, time.Minute), tenants, "b", tenant.PhaseReady); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := tenantCLI(t, dir, "kubeconfig", "b", "--out", kcB); err != nil {
+		t.Fatalf("tenant kubeconfig b: %v\n%s", err, out)
+	}
+	a, b := tenantClient(t, kcA), tenantClient(t, kcB)
+
+	// Each runs its own controllers: a new namespace gets its default
+	// service account in both.
+	for name, cs := range map[string]*kubernetes.Clientset{"a": a, "b": b} {
+		if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "probe"}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+			_, err := cs.CoreV1().ServiceAccounts("probe").Get(ctx, "default", metav1.GetOptions{})
+			return err == nil, nil
+		})
+		if err != nil {
+			t.Errorf("tenant %s: no default service account in a new namespace: its controllers do not run", name)
+		}
+	}
+	// Each is a cluster of its own.
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "only-in-a"}, Data: map[string]string{"k": "v"}}
+	if _, err := a.CoreV1().ConfigMaps("default").Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.CoreV1().ConfigMaps("default").Get(ctx, cm.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("b sees a's ConfigMap: %v", err)
+	}
+	// A's admin credentials (its client certificate) are refused by B.
+	crossCfg, err := clientcmd.BuildConfigFromFlags("", kcA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bCfg, err := clientcmd.BuildConfigFromFlags("", kcB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	crossCfg.Host, crossCfg.TLSClientConfig.CAData = bCfg.Host, bCfg.TLSClientConfig.CAData
+	_, err = kubernetes.NewForConfigOrDie(crossCfg).CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
+	// As kube-apiserver, B's TLS refuses a certificate its client CA did
+	// not sign (or, past TLS, the request is Unauthorized).
+	if err == nil || !(apierrors.IsUnauthorized(err) || strings.Contains(err.Error(), "unknown certificate authority")) {
+		t.Errorf("a's client certificate at b: %v, want it refused", err)
+	}
+	// A's tokens too: a service account's, signed by A's key.
+	if _, err := a.CoreV1().ServiceAccounts("default").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "robot"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := a.CoreV1().ServiceAccounts("default").CreateToken(ctx, "robot", &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokenCfg := &rest.Config{Host: bCfg.Host, BearerToken: tr.Status.Token, TLSClientConfig: rest.TLSClientConfig{CAData: bCfg.TLSClientConfig.CAData}}
+	if _, err := kubernetes.NewForConfigOrDie(tokenCfg).CoreV1().Namespaces().List(ctx, metav1.ListOptions{}); !apierrors.IsUnauthorized(err) {
+		t.Errorf("a's service-account token at b: %v, want Unauthorized", err)
+	}
+	tokenCfg.Host, tokenCfg.TLSClientConfig.CAData = mustHost(t, kcA)
+	if _, err := kubernetes.NewForConfigOrDie(tokenCfg).CoreV1().Namespaces().List(ctx, metav1.ListOptions{}); apierrors.IsUnauthorized(err) {
+		t.Errorf("the token is refused by a itself: %v (the check above proves nothing)", err)
+	}
+
+	// Suspend frees a; its first request wakes it, with its data.
+	if out, err := tenantCLI(t, dir, "suspend", "a"); err != nil {
+		t.Fatalf("tenant suspend a: %v\n%s", err, out)
+	}
+	got, err := a.CoreV1().ConfigMaps("default").Get(ctx, cm.Name, metav1.GetOptions{})
+	if err != nil || got.Data["k"] != "v" {
+		t.Fatalf("a's first request after suspend: %v, %v", got, err)
+	}
+	ta, err := waitPhase(ctxTimeout(t, time.Minute), tenants, "a", tenant.PhaseReady)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ta.Spec.Suspended {
+		t.Error("a was woken but its spec still says suspended")
+	}
+	// Suspend and resume by the CLI.
+	for _, verb := range []string{"suspend", "resume"} {
+		if out, err := tenantCLI(t, dir, verb, "a"); err != nil {
+			t.Fatalf("tenant %s a: %v\n%s", verb, err, out)
+		}
+	}
+	out, err := tenantCLI(t, dir, "list")
+	if err != nil || !strings.Contains(out, "a ") || !strings.Contains(out, "Ready") {
+		t.Errorf("tenant list: %v\n%s", err, out)
+	}
+
+	// A restarted host serves the same tenants with their data.
+	stopHost()
+	hostCfg, _ = startTestHost(t, dir)
+	tenants = dynamic.NewForConfigOrDie(hostCfg).Resource(tenant.GVR)
+	// Its status said Ready before the restart; the host serves it again
+	// on the same endpoint.
+	var lastErr error
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, lastErr = a.CoreV1().ConfigMaps("default").Get(ctx, cm.Name, metav1.GetOptions{})
+		return lastErr == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("a after the host restarted: %v", lastErr)
+	}
+	if _, err := waitPhase(ctxTimeout(t, time.Minute), tenants, "a", tenant.PhaseReady); err != nil {
+		t.Fatal(err)
+	}
+
+	// Delete drops b's data and Secrets.
+	if out, err := tenantCLI(t, dir, "delete", "b"); err != nil {
+		t.Fatalf("tenant delete b: %v\n%s", err, out)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "tenants", "b")); !os.IsNotExist(err) {
+		t.Errorf("b's files are still there: %v", err)
+	}
+	hcs := kubernetes.NewForConfigOrDie(hostCfg)
+	secrets, err := hcs.CoreV1().Secrets(tenant.Namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range secrets.Items {
+		if strings.HasPrefix(s.Name, "b-") {
+			t.Errorf("b's Secret %s is still there", s.Name)
+		}
+	}
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, err := b.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
+		return err != nil, nil
+	})
+	if err != nil {
+		t.Error("b still answers after its delete")
+	}
+}
+
+// mustHost is a kubeconfig's server and CA.
+func mustHost(t *testing.T, kubeconfig string) (string, []byte) {
+	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg.Host, cfg.TLSClientConfig.CAData
+}
+
+func ctxTimeout(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
