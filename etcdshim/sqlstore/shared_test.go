@@ -530,3 +530,41 @@ func TestShared_HostRoleNotSuperuser(t *testing.T) {
 		t.Errorf("after Drop: role exists %v, schema exists %v", role, schema)
 	}
 }
+
+// TestShared_ListenLost: while the handle's LISTEN connection is gone,
+// stores poll, so a commit from another host still reaches their watches;
+// LISTEN comes back by itself.
+func TestShared_ListenLost(t *testing.T) {
+	dsn := postgresDSN(t)
+	h1 := newShared(t, dsn, sqlstore.SharedOptions{MaxConns: 2})
+	tn := provisioned(t, h1, "l")
+	s1 := openTenant(t, h1, tn)
+	s2 := openTenant(t, newShared(t, dsn, sqlstore.SharedOptions{MaxConns: 2}), tn)
+	w, r := watch(t, s1, []byte("/"), prefixEnd([]byte("/")), 0)
+	admin := adminConn(t, dsn)
+	ctx := context.Background()
+	kill := func() int {
+		var n int
+		if err := admin.QueryRow(ctx, `SELECT COUNT(pg_terminate_backend(pid)) FROM pg_stat_activity
+ WHERE datname = current_database() AND query = 'LISTEN sqlkube_tenant' AND pid <> pg_backend_pid()`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	eventually(t, "both handles to listen", func() (bool, error) {
+		var n int
+		err := admin.QueryRow(ctx, `SELECT COUNT(*) FROM pg_stat_activity WHERE datname = current_database() AND query = 'LISTEN sqlkube_tenant'`).Scan(&n)
+		return n == 2, err
+	})
+	if n := kill(); n != 2 {
+		t.Fatalf("terminated %d LISTEN connections, want 2", n)
+	}
+	rev := put(t, s2, "/after-kill", "x")
+	waitSent(t, w, rev)
+	checkStrings(t, "watched", evStrings(r.events()), []string{evString(putEv(kv("/after-kill", "x", 2, 2, 1, 0), nil))})
+	eventually(t, "LISTEN to be back", func() (bool, error) {
+		var n int
+		err := admin.QueryRow(ctx, `SELECT COUNT(*) FROM pg_stat_activity WHERE datname = current_database() AND query = 'LISTEN sqlkube_tenant'`).Scan(&n)
+		return n == 2, err
+	})
+}
