@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -567,4 +569,58 @@ func TestShared_ListenLost(t *testing.T) {
 		err := admin.QueryRow(ctx, `SELECT COUNT(*) FROM pg_stat_activity WHERE datname = current_database() AND query = 'LISTEN sqlkube_tenant'`).Scan(&n)
 		return n == 2, err
 	})
+}
+
+// TestShared_ManyTenantsIdle opens SQLKUBE_TEST_TENANTS tenants (10 unless
+// set; issue 42 asks for 100) on one handle of 25 connections, each with a
+// write, a leased key and a watch, and checks that together they run no
+// statement in 3 s of idle.
+func TestShared_ManyTenantsIdle(t *testing.T) {
+	n := 10
+	if v := os.Getenv("SQLKUBE_TEST_TENANTS"); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil || n < 1 {
+			t.Fatalf("SQLKUBE_TEST_TENANTS=%q: want a positive number", v)
+		}
+	}
+	dsn := postgresDSN(t)
+	tr := &countingTracer{}
+	h := newShared(t, dsn, sqlstore.SharedOptions{MaxConns: sqlstore.DefaultSharedMaxConns, Tracer: tr})
+	start := time.Now()
+	tenants := make([]sqlstore.Tenant, n)
+	for i := range tenants {
+		tenants[i] = provisioned(t, h, fmt.Sprint("m", i))
+	}
+	provisioning := time.Since(start)
+	start = time.Now()
+	for _, tn := range tenants {
+		s := openWith(t, sqlstore.Options{Shared: h, Tenant: tn, CompactionInterval: time.Second})
+		put(t, s, "/a", "1")
+		l := grant(t, s, 0, 60)
+		putLeased(t, s, "/leased", "x", l.ID)
+		watch(t, s, []byte("/"), prefixEnd([]byte("/")), 0)
+	}
+	opening := time.Since(start)
+	var last int
+	eventually(t, "the stores to settle", func() (bool, error) {
+		c, _ := tr.count()
+		if c != last {
+			last = c
+			time.Sleep(500 * time.Millisecond)
+			return false, nil
+		}
+		return true, nil
+	})
+	const idle = 3 * time.Second
+	time.Sleep(idle)
+	c, stmts := tr.count()
+	total, _ := h.Stat()
+	t.Logf("%d tenants: provisioned in %v, opened and written in %v; %d statements in %v of idle; %d pooled connections (+1 LISTEN)",
+		n, provisioning.Round(time.Millisecond), opening.Round(time.Millisecond), c-last, idle, total)
+	if c != last {
+		t.Errorf("%d statements in %v of idle, want 0; the last: %q", c-last, idle, stmts)
+	}
+	if total > sqlstore.DefaultSharedMaxConns-1 {
+		t.Errorf("%d pooled connections, want at most %d", total, sqlstore.DefaultSharedMaxConns-1)
+	}
 }
