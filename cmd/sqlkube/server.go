@@ -93,6 +93,7 @@ func (f *apiFlags) applyFeatureGates() error {
 
 type serverFlags struct {
 	api                apiFlags
+	quota              int64
 	components         controlplane.Components
 	datastore          string
 	etcdListenAddress  string
@@ -117,6 +118,7 @@ func newServerCommand(lf *logFlags) *cobra.Command {
 	addAPIFlags(fl, &f.api)
 	addComponentFlags(fl, &f.components)
 	fl.StringVar(&f.datastore, "datastore", "", "datastore DSN (default: sqlite://DATA_DIR/state.db)")
+	fl.Int64Var(&f.quota, "quota-backend-bytes", 0, "the datastore's space quota in bytes, as etcd's: past it writes are refused with etcd's \"database space exceeded\" and a NOSPACE alarm is raised (etcdctl alarm list/disarm), while reads, deletes, compaction and defrag go on (0: 2 GiB, etcd's default; negative: none)")
 	fl.StringVar(&f.etcdListenAddress, "etcd-listen-address", "", "also serve the etcd API here for other tools (empty: off); off this host, over TLS with client certificates generated under DATA_DIR/tls")
 	fl.IntVar(&f.api.FakeNodes, "fake-nodes", 0, "also run this many simulated nodes in-process (as `sqlkube node --fake`: fake-0 …)")
 	f.api.node = &localNodeFlags{}
@@ -127,6 +129,7 @@ func newServerCommand(lf *logFlags) *cobra.Command {
 
 type apiserverFlags struct {
 	api         apiFlags
+	quota       int64
 	datastore   string
 	etcdServers []string
 	etcdCAFile  string
@@ -153,6 +156,7 @@ func newAPIServerCommand(lf *logFlags) *cobra.Command {
 	fl := cmd.Flags()
 	addAPIFlags(fl, &f.api)
 	fl.StringVar(&f.datastore, "datastore", "", "serve storage in-process on this datastore DSN")
+	fl.Int64Var(&f.quota, "quota-backend-bytes", 0, "with --datastore: "+"the datastore's space quota in bytes, as etcd's: past it writes are refused with etcd's \"database space exceeded\" and a NOSPACE alarm is raised (etcdctl alarm list/disarm), while reads, deletes, compaction and defrag go on (0: 2 GiB, etcd's default; negative: none)")
 	fl.StringSliceVar(&f.etcdServers, "etcd-servers", nil, "etcd endpoints (https://host:2379,...) to store in")
 	fl.StringVar(&f.etcdCAFile, "etcd-cafile", "", "CA that verifies the etcd servers")
 	fl.StringVar(&f.etcdCert, "etcd-certfile", "", "client certificate for etcd")
@@ -190,7 +194,7 @@ func runServer(ctx context.Context, f *serverFlags, log zerolog.Logger, out io.W
 	if dsn == "" {
 		dsn = "sqlite://" + filepath.Join(f.api.DataDir, "state.db")
 	}
-	store, err := sqlstore.Open(ctx, sqlstore.Options{DSN: dsn, Logger: log})
+	store, err := sqlstore.Open(ctx, sqlstore.Options{DSN: dsn, Logger: log, QuotaBytes: f.quota})
 	if err != nil {
 		return err
 	}
@@ -245,7 +249,7 @@ func runAPIServer(ctx context.Context, f *apiserverFlags, log zerolog.Logger, ou
 		return fmt.Errorf("create --data-dir: %w", err)
 	}
 	if f.datastore != "" {
-		store, err := sqlstore.Open(ctx, sqlstore.Options{DSN: f.datastore, Logger: log})
+		store, err := sqlstore.Open(ctx, sqlstore.Options{DSN: f.datastore, Logger: log, QuotaBytes: f.quota})
 		if err != nil {
 			return err
 		}
