@@ -168,14 +168,20 @@ test: test-deps test-deps-helm test-deps-kubectl runtime test-fuzz
 # test-fuzz runs each fuzz test of the etcd API (etcdshim/fuzz*_test.go:
 # hostile requests through gRPC to a server on SQLite) for FUZZTIME, one
 # after the other. A failing input is written to etcdshim/testdata/fuzz/;
-# docs/testing.md says how to run them longer.
+# docs/testing.md says how to run them longer. Go 1.26's coordinator may
+# fail a run whose -fuzztime ends while a worker is busy, with a bare
+# "context deadline exceeded" and no failing input (go.dev/issue/75804,
+# fixed in Go 1.27): that alone is reported, not failed.
 FUZZTIME ?= 20s
 ETCD_FUZZ := FuzzKV FuzzTxn FuzzWatch FuzzLease FuzzMaintenance
 .PHONY: test-fuzz
 test-fuzz:
 	@for f in $(ETCD_FUZZ); do \
-	  echo "$$f for $(FUZZTIME)"; \
-	  $(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) ./etcdshim || exit 1; \
+	  echo "$$f for $(FUZZTIME)"; log=$$(mktemp); \
+	  $(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) ./etcdshim >$$log 2>&1; rc=$$?; cat $$log; \
+	  if [ $$rc -ne 0 ] && { grep -q 'Failing input written' $$log || ! grep -qx '    context deadline exceeded' $$log; }; then rm -f $$log; exit 1; fi; \
+	  [ $$rc -eq 0 ] || echo "$$f: only Go's -fuzztime deadline race (go.dev/issue/75804), no failing input"; \
+	  rm -f $$log; \
 	done
 
 # conformance runs Kubernetes' own conformance suite (e2e.test at go.mod's
