@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -30,6 +31,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/sqlkube/sqlkube/controlplane"
+	"github.com/sqlkube/sqlkube/etcdshim/sqlstore"
 	"github.com/sqlkube/sqlkube/identity"
 )
 
@@ -55,6 +57,10 @@ type HostConfig struct {
 	Components *controlplane.Components
 	// FakeNodes simulated nodes run in each tenant (testing).
 	FakeNodes int
+	// Shared, if set, holds every tenant on one PostgreSQL database: a
+	// schema and a role of its own each, on the handle's bounded pool
+	// (nil: a SQLite file each, under DataDir/tenants/NAME).
+	Shared *sqlstore.Shared
 	Log       zerolog.Logger
 }
 
@@ -79,6 +85,8 @@ type slot struct {
 	// woken is set when a request woke the tenant and the host has not
 	// yet seen its spec resumed.
 	woken bool
+	// provisioned is set once its place in the shared database is made.
+	provisioned bool
 }
 
 // NewHost builds a host over the host API's cfg.
@@ -273,6 +281,13 @@ func (h *Host) reconcile(ctx context.Context, name string) (time.Duration, error
 			s.Datastore = h.dsn(t.Name)
 		})
 	}
+	if t.Status.Datastore != "" && t.Status.Datastore != h.dsn(t.Name) {
+		// Never a new empty cluster in place of one whose data is
+		// elsewhere (a host restarted with another --tenant-datastore).
+		return 0, h.setStatus(ctx, t, func(s *Status) {
+			s.Phase, s.Message = PhaseFailed, fmt.Sprintf("its data is in %s, and this host keeps tenants in %s", t.Status.Datastore, h.dsn(t.Name))
+		})
+	}
 	sl := h.slot(t.Name, t.Status.Port)
 	h.mu.Lock()
 	if !t.Spec.Suspended {
@@ -362,9 +377,37 @@ func (h *Host) endpoint(port int) string {
 // tenantDir is where tenant name's files are on this host.
 func (h *Host) tenantDir(name string) string { return filepath.Join(h.cfg.DataDir, "tenants", name) }
 
-// dsn is tenant name's datastore.
+// dsn describes tenant name's datastore.
 func (h *Host) dsn(name string) string {
+	if h.cfg.Shared != nil {
+		return "postgres schema " + sqlTenant(name).Schema
+	}
 	return "sqlite://" + filepath.Join(h.tenantDir(name), "state.db")
+}
+
+// sqlTenant is tenant name's schema and role on a shared database: its
+// name with '-' as '_', prefixed (a tenant's name is a DNS label of at
+// most 40 characters, so the result is a valid one).
+func sqlTenant(name string) sqlstore.Tenant {
+	n := "tenant_" + strings.ReplaceAll(name, "-", "_")
+	return sqlstore.Tenant{Schema: n, Role: n}
+}
+
+// place is where tenant name's store opens: its SQLite file, or its
+// schema on the shared database, provisioned (again, if a crash left it
+// half-made) the first time this host starts it.
+func (h *Host) place(ctx context.Context, name string, sl *slot) (sqlstore.Options, error) {
+	if h.cfg.Shared == nil {
+		return sqlstore.Options{DSN: h.dsn(name)}, nil
+	}
+	t := sqlTenant(name)
+	if !sl.provisioned {
+		if err := h.cfg.Shared.Provision(ctx, t); err != nil {
+			return sqlstore.Options{}, fmt.Errorf("provision tenant %s: %w", name, err)
+		}
+		sl.provisioned = true
+	}
+	return sqlstore.Options{Shared: h.cfg.Shared, Tenant: t}, nil
 }
 
 // allocatePort is the lowest port of the range no other tenant has (or,
@@ -505,12 +548,18 @@ func (h *Host) start(ctx context.Context, t *Tenant, sl *slot, token string, l n
 	c := *comps
 	cfg.Components = &c
 	cfg.FakeNodes = h.cfg.FakeNodes
-	quota := h.cfg.QuotaBytes
+	opts, err := h.place(ctx, t.Name, sl)
+	if err != nil {
+		l.Close()
+		return nil, err
+	}
+	opts.QuotaBytes = h.cfg.QuotaBytes
 	if t.Spec.Quota != nil {
-		quota = t.Spec.Quota.Value()
+		opts.QuotaBytes = t.Spec.Quota.Value()
 	}
 	log := h.cfg.Log.With().Str("tenant", t.Name).Logger()
-	in := runInstance(context.WithoutCancel(ctx), t.Name, h.dsn(t.Name), quota, cfg, l, log)
+	opts.Logger = log
+	in := runInstance(context.WithoutCancel(ctx), t.Name, opts, cfg, l, log)
 	sl.in = in
 	name := t.Name
 	go func() {
@@ -539,6 +588,11 @@ func (h *Host) remove(ctx context.Context, t *Tenant) error {
 		}
 	}
 	h.drop(t.Name)
+	if h.cfg.Shared != nil {
+		if err := h.cfg.Shared.Drop(ctx, sqlTenant(t.Name)); err != nil {
+			return fmt.Errorf("drop tenant %s's schema and role: %w", t.Name, err)
+		}
+	}
 	if err := os.RemoveAll(h.tenantDir(t.Name)); err != nil {
 		return err
 	}

@@ -29,8 +29,8 @@ type instance struct {
 }
 
 // runInstance starts a tenant on l with cfg (a copy is kept), its data in
-// dsn. It returns at once; the instance serves until stop.
-func runInstance(parent context.Context, name, dsn string, quota int64, cfg controlplane.Config, l net.Listener, log zerolog.Logger) *instance {
+// the store opened with store. It returns at once; the instance serves until stop.
+func runInstance(parent context.Context, name string, store sqlstore.Options, cfg controlplane.Config, l net.Listener, log zerolog.Logger) *instance {
 	ctx, cancel := context.WithCancel(parent)
 	in := &instance{name: name, cancel: cancel, done: make(chan struct{}), ready: make(chan struct{})}
 	cfg.Listener = l
@@ -43,7 +43,7 @@ func runInstance(parent context.Context, name, dsn string, quota int64, cfg cont
 	}
 	go func() {
 		defer close(in.done)
-		in.err = serveTenant(ctx, dsn, quota, &cfg, log)
+		in.err = serveTenant(ctx, store, &cfg)
 		if in.err == nil && ctx.Err() == nil {
 			in.err = fmt.Errorf("tenant %s stopped serving", name)
 		}
@@ -51,9 +51,10 @@ func runInstance(parent context.Context, name, dsn string, quota int64, cfg cont
 	return in
 }
 
-func serveTenant(ctx context.Context, dsn string, quota int64, cfg *controlplane.Config, log zerolog.Logger) error {
+func serveTenant(ctx context.Context, opts sqlstore.Options, cfg *controlplane.Config) error {
 	start := time.Now()
-	store, err := sqlstore.Open(ctx, sqlstore.Options{DSN: dsn, Logger: log, QuotaBytes: quota})
+	log := cfg.Log
+	store, err := sqlstore.Open(ctx, opts)
 	if err != nil {
 		if cfg.Listener != nil {
 			cfg.Listener.Close()

@@ -35,6 +35,8 @@ type hostFlags struct {
 	quota       int64
 	fakeNodes   int
 	pprof       string
+	tenantDS    string
+	maxConns    int
 }
 
 // newHostCommand is `sqlkube host`: a control plane whose API serves
@@ -67,6 +69,8 @@ func newHostCommand(lf *logFlags) *cobra.Command {
 	fl.StringVar(&f.advertise, "advertise-address", "", "address tenants' kubernetes Services name, which their pods reach them at (default: the host's)")
 	fl.Int64Var(&f.quota, "quota-backend-bytes", 0, "a tenant's datastore quota unless its spec gives one, as etcd's flag (0: 2 GiB; negative: none)")
 	fl.IntVar(&f.fakeNodes, "tenant-fake-nodes", 0, "simulated nodes in each tenant (testing)")
+	fl.StringVar(&f.tenantDS, "tenant-datastore", "", "a PostgreSQL database (postgres://…) that holds every tenant, a schema and a role of its own each, on one bounded pool (default: a SQLite file each, under DATA_DIR/tenants)")
+	fl.IntVar(&f.maxConns, "tenant-datastore-max-conns", sqlstore.DefaultSharedMaxConns, "connections to --tenant-datastore in all, its LISTEN one included, whatever the number of tenants")
 	fl.StringVar(&f.pprof, "pprof-address", "", "serve net/http/pprof here (debugging)")
 	_ = fl.MarkHidden("pprof-address")
 	return cmd
@@ -125,9 +129,16 @@ func runHost(ctx context.Context, f *hostFlags, log zerolog.Logger, out io.Write
 		return err
 	}
 	hostLog := log.With().Str("component", "tenant-host").Logger()
+	var shared *sqlstore.Shared
+	if f.tenantDS != "" {
+		if shared, err = sqlstore.NewShared(ctx, f.tenantDS, sqlstore.SharedOptions{MaxConns: f.maxConns, Logger: hostLog}); err != nil {
+			return fmt.Errorf("--tenant-datastore: %w", err)
+		}
+		defer shared.Close() // after the tenants' stores (hostRun below)
+	}
 	hcfg := tenant.HostConfig{
 		DataDir: f.dataDir, BindAddress: f.tenantBind, EndpointHost: f.tenantHost, Advertise: f.advertise,
-		PortMin: pmin, PortMax: pmax, QuotaBytes: f.quota, Log: hostLog, FakeNodes: f.fakeNodes,
+		PortMin: pmin, PortMax: pmax, QuotaBytes: f.quota, Log: hostLog, FakeNodes: f.fakeNodes, Shared: shared,
 	}
 	// The tenants stop before the host's API (whose Serve returns last).
 	var hostRun sync.WaitGroup

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"io"
 	"os"
 	"path/filepath"
@@ -21,17 +22,18 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/sqlkube/sqlkube/etcdshim/sqlstore/sqltest"
 	"github.com/sqlkube/sqlkube/tenant"
 )
 
 // startTestHost runs `sqlkube host` on dir until the test ends (or stop
 // is called) and returns the host API's config once it takes Tenants.
-func startTestHost(t *testing.T, dir string) (cfg *rest.Config, stop func()) {
+func startTestHost(t *testing.T, dir string, args ...string) (cfg *rest.Config, stop func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	root := newRootCommand()
-	root.SetArgs([]string{"host", "--data-dir", dir, "--secure-port", "0", "--tenant-ports", "0",
-		"--tenant-bind-address", "127.0.0.1", "--log-level", "error"})
+	root.SetArgs(append([]string{"host", "--data-dir", dir, "--secure-port", "0", "--tenant-ports", "0",
+		"--tenant-bind-address", "127.0.0.1", "--log-level", "error"}, args...))
 	pr, pw := io.Pipe()
 	root.SetOut(pw)
 	done := make(chan error, 1)
@@ -102,28 +104,46 @@ func tenantClient(t *testing.T, kubeconfig string) *kubernetes.Clientset {
 // TestHost_TenantLifecycle runs a host with two tenants through what a
 // provider does: create, use, isolation, suspend, wake on a request,
 // resume, a host restart and delete, through the CLI and the Tenant
-// resource.
+// resource; with a SQLite file per tenant, and with every tenant in a
+// schema of its own on one PostgreSQL database.
 func TestHost_TenantLifecycle(t *testing.T) {
+	for _, b := range sqltest.Backends() {
+		switch b.Name {
+		case sqltest.SQLite:
+			t.Run("sqlite", func(t *testing.T) { testTenantLifecycle(t, nil) })
+		case sqltest.Postgres:
+			t.Run("postgres", func(t *testing.T) {
+				testTenantLifecycle(t, []string{"--tenant-datastore", b.NewDSN(t), "--tenant-datastore-max-conns", "6"})
+			})
+		}
+	}
+}
+
+func testTenantLifecycle(t *testing.T, hostArgs []string) {
 	dir := t.TempDir()
-	hostCfg, stopHost := startTestHost(t, dir)
+	// PostgreSQL's roles are the server's, not a database's: names of
+	// this run's own.
+	suffix := strings.ToLower(rand.Text()[:6])
+	nameA, nameB := "a-"+suffix, "b-"+suffix
+	hostCfg, stopHost := startTestHost(t, dir, hostArgs...)
 	ctx := context.Background()
 	kcA, kcB := filepath.Join(dir, "a.kubeconfig"), filepath.Join(dir, "b.kubeconfig")
-	if out, err := tenantCLI(t, dir, "create", "a", "--out", kcA); err != nil {
+	if out, err := tenantCLI(t, dir, "create", nameA, "--out", kcA); err != nil {
 		t.Fatalf("tenant create a: %v\n%s", err, out)
 	}
 	// b through the Tenant resource itself, as kubectl apply would.
 	tenants := dynamic.NewForConfigOrDie(hostCfg).Resource(tenant.GVR)
-	u, err := tenant.ToUnstructured(&tenant.Tenant{ObjectMeta: metav1.ObjectMeta{Name: "b"}})
+	u, err := tenant.ToUnstructured(&tenant.Tenant{ObjectMeta: metav1.ObjectMeta{Name: nameB}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := tenants.Create(ctx, u, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := waitPhase(ctxTimeout(t, time.Minute), tenants, "b", tenant.PhaseReady); err != nil {
+	if _, err := waitPhase(ctxTimeout(t, time.Minute), tenants, nameB, tenant.PhaseReady); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := tenantCLI(t, dir, "kubeconfig", "b", "--out", kcB); err != nil {
+	if out, err := tenantCLI(t, dir, "kubeconfig", nameB, "--out", kcB); err != nil {
 		t.Fatalf("tenant kubeconfig b: %v\n%s", err, out)
 	}
 	a, b := tenantClient(t, kcA), tenantClient(t, kcB)
@@ -184,14 +204,14 @@ func TestHost_TenantLifecycle(t *testing.T) {
 	}
 
 	// Suspend frees a; its first request wakes it, with its data.
-	if out, err := tenantCLI(t, dir, "suspend", "a"); err != nil {
+	if out, err := tenantCLI(t, dir, "suspend", nameA); err != nil {
 		t.Fatalf("tenant suspend a: %v\n%s", err, out)
 	}
 	got, err := a.CoreV1().ConfigMaps("default").Get(ctx, cm.Name, metav1.GetOptions{})
 	if err != nil || got.Data["k"] != "v" {
 		t.Fatalf("a's first request after suspend: %v, %v", got, err)
 	}
-	ta, err := waitPhase(ctxTimeout(t, time.Minute), tenants, "a", tenant.PhaseReady)
+	ta, err := waitPhase(ctxTimeout(t, time.Minute), tenants, nameA, tenant.PhaseReady)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,18 +220,18 @@ func TestHost_TenantLifecycle(t *testing.T) {
 	}
 	// Suspend and resume by the CLI.
 	for _, verb := range []string{"suspend", "resume"} {
-		if out, err := tenantCLI(t, dir, verb, "a"); err != nil {
+		if out, err := tenantCLI(t, dir, verb, nameA); err != nil {
 			t.Fatalf("tenant %s a: %v\n%s", verb, err, out)
 		}
 	}
 	out, err := tenantCLI(t, dir, "list")
-	if err != nil || !strings.Contains(out, "a ") || !strings.Contains(out, "Ready") {
+	if err != nil || !strings.Contains(out, nameA+" ") || !strings.Contains(out, "Ready") {
 		t.Errorf("tenant list: %v\n%s", err, out)
 	}
 
 	// A restarted host serves the same tenants with their data.
 	stopHost()
-	hostCfg, _ = startTestHost(t, dir)
+	hostCfg, _ = startTestHost(t, dir, hostArgs...)
 	tenants = dynamic.NewForConfigOrDie(hostCfg).Resource(tenant.GVR)
 	// Its status said Ready before the restart; the host serves it again
 	// on the same endpoint.
@@ -223,15 +243,15 @@ func TestHost_TenantLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatalf("a after the host restarted: %v", lastErr)
 	}
-	if _, err := waitPhase(ctxTimeout(t, time.Minute), tenants, "a", tenant.PhaseReady); err != nil {
+	if _, err := waitPhase(ctxTimeout(t, time.Minute), tenants, nameA, tenant.PhaseReady); err != nil {
 		t.Fatal(err)
 	}
 
 	// Delete drops b's data and Secrets.
-	if out, err := tenantCLI(t, dir, "delete", "b"); err != nil {
+	if out, err := tenantCLI(t, dir, "delete", nameB); err != nil {
 		t.Fatalf("tenant delete b: %v\n%s", err, out)
 	}
-	if _, err := os.Stat(filepath.Join(dir, "tenants", "b")); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Join(dir, "tenants", nameB)); !os.IsNotExist(err) {
 		t.Errorf("b's files are still there: %v", err)
 	}
 	hcs := kubernetes.NewForConfigOrDie(hostCfg)
@@ -240,7 +260,7 @@ func TestHost_TenantLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, s := range secrets.Items {
-		if strings.HasPrefix(s.Name, "b-") {
+		if strings.HasPrefix(s.Name, nameB+"-") {
 			t.Errorf("b's Secret %s is still there", s.Name)
 		}
 	}
@@ -250,6 +270,11 @@ func TestHost_TenantLifecycle(t *testing.T) {
 	})
 	if err != nil {
 		t.Error("b still answers after its delete")
+	}
+	// a goes too (on PostgreSQL, with its role, which the server keeps
+	// beyond the test's database).
+	if out, err := tenantCLI(t, dir, "delete", nameA); err != nil {
+		t.Fatalf("tenant delete a: %v\n%s", err, out)
 	}
 }
 
