@@ -61,7 +61,7 @@ type HostConfig struct {
 	// schema and a role of its own each, on the handle's bounded pool
 	// (nil: a SQLite file each, under DataDir/tenants/NAME).
 	Shared *sqlstore.Shared
-	Log       zerolog.Logger
+	Log    zerolog.Logger
 }
 
 // Host runs the tenants of the Tenant objects in its API.
