@@ -140,6 +140,10 @@ type Config struct {
 	// (filters.RequestMetrics) and the admission metrics: only for
 	// benchmarks that measure their cost.
 	DisableRequestMetrics bool
+	// NoMetricsEndpoint leaves /metrics unserved: the process's metrics
+	// are every API server's in it, which one of a host's tenants must
+	// not see.
+	NoMetricsEndpoint bool
 }
 
 // DefaultCompactionInterval is kube-apiserver's --etcd-compaction-interval.
@@ -582,7 +586,9 @@ func (s *Server) routes() *echo.Echo {
 	// request latency, object counts, database size); authenticated like
 	// the API.
 	sqlstorage.RegisterMetrics()
-	e.GET("/metrics", echo.WrapHandler(metricsHandler()))
+	if !s.cfg.NoMetricsEndpoint {
+		e.GET("/metrics", echo.WrapHandler(metricsHandler()))
+	}
 	e.GET("/version", s.discovery.ServeVersion)
 	e.GET(serviceaccount.OpenIDConfigPath, s.openIDConfig)
 	e.GET(serviceaccount.JWKSPath, s.openIDKeys)

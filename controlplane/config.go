@@ -69,6 +69,9 @@ type Config struct {
 	DisableAdmission  []string
 	// FakeNodes simulated nodes run in-process (with Components only).
 	FakeNodes int
+	// NoMetrics leaves the API's /metrics unserved (a host's tenants:
+	// the process's metrics would show them each other's).
+	NoMetrics bool
 	// DNS is the cluster DNS this server runs.
 	DNS DNSConfig
 	// Components, if set, run beside the API (nil: the API alone).

@@ -104,7 +104,7 @@ func Serve(ctx context.Context, f *Config, client *kubernetes.Client, storageDes
 		// aggregated servers are told to trust.
 		ProxyClientCertFile: files.FrontProxyClientCert, ProxyClientKeyFile: files.FrontProxyClientKey,
 		RequestHeaderCAFile: files.FrontProxyCACert, RequestHeaderAllowedNames: []string{pki.FrontProxyClientName},
-		ClientCAFile: clientCAFile,
+		ClientCAFile: clientCAFile, NoMetricsEndpoint: f.NoMetrics,
 	}
 	if _, err := pki.EnsureKubeletClient(files.Dir); err != nil {
 		return fmt.Errorf("certificates: %w", err)

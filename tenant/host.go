@@ -541,6 +541,10 @@ func (h *Host) start(ctx context.Context, t *Tenant, sl *slot, token string, l n
 	cfg.KubeconfigServer = h.endpoint(sl.port)
 	cfg.Token, cfg.RandomToken = token, true
 	cfg.DNS.Disable = true // TODO(tenants): a DNS port per tenant
+	// Kubernetes' metrics are the process's: a tenant's /metrics would
+	// show every tenant's requests and resources. Off until the host
+	// serves per-tenant figures.
+	cfg.NoMetrics = true
 	comps := h.cfg.Components
 	if comps == nil {
 		comps = controlplane.DefaultComponents()

@@ -162,6 +162,10 @@ func testTenantLifecycle(t *testing.T, hostArgs []string) {
 			t.Errorf("tenant %s: no default service account in a new namespace: its controllers do not run", name)
 		}
 	}
+	// The process's metrics, every tenant's, are not a tenant's to see.
+	if _, err := a.Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx); !apierrors.IsNotFound(err) {
+		t.Errorf("a tenant's /metrics: %v, want 404", err)
+	}
 	// Each is a cluster of its own.
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "only-in-a"}, Data: map[string]string{"k": "v"}}
 	if _, err := a.CoreV1().ConfigMaps("default").Create(ctx, cm, metav1.CreateOptions{}); err != nil {
