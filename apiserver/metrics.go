@@ -102,11 +102,14 @@ func (g ownedGatherer) Gather() ([]*dto.MetricFamily, error) {
 // does at start (once per process: the gates are process-wide).
 var featureMetrics sync.Once
 
-// metricsHandler serves the API server's metrics (APIServerOwns) in
-// Prometheus' text format.
-func metricsHandler() http.Handler {
+// metricsHandler serves the metric families own chooses (nil: the API
+// server's, APIServerOwns) in Prometheus' text format.
+func metricsHandler(own func(string) bool) http.Handler {
 	featureMetrics.Do(utilfeature.DefaultMutableFeatureGate.AddMetrics)
-	return promhttp.HandlerFor(ownedGatherer{legacyregistry.DefaultGatherer, APIServerOwns},
+	if own == nil {
+		own = APIServerOwns
+	}
+	return promhttp.HandlerFor(ownedGatherer{legacyregistry.DefaultGatherer, own},
 		promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError, ProcessStartTime: legacyregistry.GetProcessStart()})
 }
 

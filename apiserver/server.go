@@ -144,6 +144,9 @@ type Config struct {
 	// are every API server's in it, which one of a host's tenants must
 	// not see.
 	NoMetricsEndpoint bool
+	// MetricsFamilies chooses the metric families /metrics serves (nil:
+	// the API server's, APIServerOwns).
+	MetricsFamilies func(family string) bool
 }
 
 // DefaultCompactionInterval is kube-apiserver's --etcd-compaction-interval.
@@ -587,7 +590,7 @@ func (s *Server) routes() *echo.Echo {
 	// the API.
 	sqlstorage.RegisterMetrics()
 	if !s.cfg.NoMetricsEndpoint {
-		e.GET("/metrics", echo.WrapHandler(metricsHandler()))
+		e.GET("/metrics", echo.WrapHandler(metricsHandler(s.cfg.MetricsFamilies)))
 	}
 	e.GET("/version", s.discovery.ServeVersion)
 	e.GET(serviceaccount.OpenIDConfigPath, s.openIDConfig)

@@ -106,6 +106,13 @@ func Serve(ctx context.Context, f *Config, client *kubernetes.Client, storageDes
 		RequestHeaderCAFile: files.FrontProxyCACert, RequestHeaderAllowedNames: []string{pki.FrontProxyClientName},
 		ClientCAFile: clientCAFile, NoMetricsEndpoint: f.NoMetrics,
 	}
+	if f.Components != nil {
+		// The in-process controller manager and scheduler have no
+		// endpoints of their own yet (10257, 10259): their families
+		// (work queues, leader election, the scheduler's) are served
+		// here too, as before the API server's were told apart.
+		conf.MetricsFamilies = func(string) bool { return true }
+	}
 	if _, err := pki.EnsureKubeletClient(files.Dir); err != nil {
 		return fmt.Errorf("certificates: %w", err)
 	}
