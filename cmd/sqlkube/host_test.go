@@ -48,23 +48,7 @@ func startTestHost(t *testing.T, dir string, args ...string) (cfg *rest.Config, 
 		})
 	}
 	t.Cleanup(stop)
-	ready := make(chan struct{})
-	go func() {
-		var out bytes.Buffer
-		buf := make([]byte, 4096)
-		closed := false
-		for {
-			n, err := pr.Read(buf)
-			out.Write(buf[:n])
-			if !closed && strings.Contains(out.String(), "Tenants:") {
-				close(ready)
-				closed = true
-			}
-			if err != nil {
-				return
-			}
-		}
-	}()
+	ready := announced(pr, "Tenants:")
 	select {
 	case <-ready:
 	case err := <-done:

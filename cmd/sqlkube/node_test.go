@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -48,22 +47,7 @@ func startTestServerContext(t *testing.T, ctx context.Context, args ...string) *
 			t.Errorf("sqlkube server: %v", err)
 		}
 	})
-	served := make(chan struct{})
-	go func() {
-		buf := make([]byte, 4096)
-		var out bytes.Buffer
-		once := sync.Once{}
-		for {
-			n, err := pr.Read(buf)
-			out.Write(buf[:n])
-			if strings.Contains(out.String(), "Admin kubeconfig:") {
-				once.Do(func() { close(served) })
-			}
-			if err != nil {
-				return
-			}
-		}
-	}()
+	served := announced(pr, "Admin kubeconfig:")
 	select {
 	case <-served:
 	case err := <-done:
@@ -200,4 +184,28 @@ func TestNodeCommand_PrintRBAC(t *testing.T) {
 			t.Errorf("--print-rbac lacks %q:\n%s", want, out.String())
 		}
 	}
+}
+
+// announced closes the channel it returns once what r reads (a command's
+// output) holds marker, and reads r to its end, so the command never
+// blocks on it.
+func announced(r io.Reader, marker string) <-chan struct{} {
+	ch := make(chan struct{})
+	go func() {
+		var out bytes.Buffer
+		buf := make([]byte, 4096)
+		seen := false
+		for {
+			n, err := r.Read(buf)
+			out.Write(buf[:n])
+			if !seen && strings.Contains(out.String(), marker) {
+				close(ch)
+				seen = true
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return ch
 }
