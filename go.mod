@@ -68,6 +68,8 @@ require (
 	sigs.k8s.io/yaml v1.6.0
 )
 
+require github.com/hanwen/go-fuse/v2 v2.12.1 // indirect
+
 require (
 	cel.dev/expr v0.25.3 // indirect
 	cyphar.com/go-pathrs v0.2.5 // indirect

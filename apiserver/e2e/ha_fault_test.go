@@ -110,6 +110,14 @@ type faultFigures struct {
 	pgRestarts        int
 	pauses            int
 	relists           int
+	// writes are the acknowledged writes' times, in the order acknowledged.
+	writes []ackedWrite
+}
+
+// ackedWrite is when a write was acknowledged and how long it took.
+type ackedWrite struct {
+	at   time.Time
+	took time.Duration
 }
 
 // faultWriter creates configmaps as fast as it can, starting on server
@@ -123,6 +131,7 @@ func faultWriter(ctx context.Context, id int, servers []*faultServer, clients fu
 		cs := clients(target)
 		var err error
 		var rv string
+		begin := time.Now()
 		if cs == nil {
 			err = fmt.Errorf("%s is down", servers[target].name)
 		} else {
@@ -141,6 +150,7 @@ func faultWriter(ctx context.Context, id int, servers []*faultServer, clients fu
 		fig.attempts++
 		if err == nil {
 			fig.acked[name] = rv
+			fig.writes = append(fig.writes, ackedWrite{at: now, took: now.Sub(begin)})
 			fig.maxGap = max(fig.maxGap, now.Sub(lastAck))
 			lastAck = now
 		} else {
