@@ -126,7 +126,7 @@ func (c *crdController) syncAndWatch(ctx context.Context) error {
 			if !ok {
 				return errors.New("watch closed")
 			}
-			crd, isCRD := ev.Object.(*apiextensionsv1.CustomResourceDefinition)
+			crd, isCRD := crdOf(ev.Object)
 			switch {
 			case ev.Type == watch.Error:
 				return errors.New("watch error")
@@ -401,4 +401,21 @@ func acceptNames(crd *apiextensionsv1.CustomResourceDefinition, all []apiextensi
 		Type: apiextensionsv1.NamesAccepted, Status: apiextensionsv1.ConditionTrue,
 		Reason: "NoConflicts", Message: "no conflicts found",
 	})
+}
+
+// crdOf is the CustomResourceDefinition a watch event carries. The watch
+// cache wraps the objects of the events it dispatches as they happen
+// (runtime.CacheableObject, so that watchers share their serializations);
+// only events replayed from its history come bare. A wrapped object is
+// shared and must not change, so the controller gets a copy.
+func crdOf(obj runtime.Object) (*apiextensionsv1.CustomResourceDefinition, bool) {
+	if c, ok := obj.(runtime.CacheableObject); ok {
+		crd, ok := c.GetObject().(*apiextensionsv1.CustomResourceDefinition)
+		if !ok {
+			return nil, false
+		}
+		return crd.DeepCopy(), true
+	}
+	crd, ok := obj.(*apiextensionsv1.CustomResourceDefinition)
+	return crd, ok
 }
