@@ -47,7 +47,9 @@ func (s *Server) newOpenAPI() (*openapi.Builder, error) {
 		}
 		resources = append(resources, res)
 	}
-	return openapi.NewBuilder(resources, openapi.Info{Title: "Kubernetes", Version: s.cfg.Version})
+	// Shared: every API server of the process serving the same resources
+	// (a host's tenants) uses one set of documents.
+	return openapi.Shared(resources, openapi.Info{Title: "Kubernetes", Version: s.cfg.Version})
 }
 
 // protobufV2 is the media type older kubectls (1.27 and before) ask
