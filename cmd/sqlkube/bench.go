@@ -72,7 +72,7 @@ latency. Without --endpoints it starts sqlkube's etcd API in-process on
 	cmd.AddCommand(newBenchFakeNodesCommand())
 	cmd.AddCommand(newBenchDeploymentCommand(lf), newBenchSchedulerCommand(lf), newBenchIdleCommand(lf))
 	cmd.AddCommand(newBenchNodeCommand(lf), newBenchHTTPCommand(), newBenchChurnCommand())
-	cmd.AddCommand(newBenchControlPlaneCommand())
+	cmd.AddCommand(newBenchControlPlaneCommand(), newBenchTenantsCommand(lf))
 	fl := cmd.Flags()
 	fl.StringVar(&endpoints, "endpoints", "", "comma-separated etcd endpoints (empty: an in-process sqlkube)")
 	fl.StringVar(&datastore, "datastore", "", "datastore of the in-process sqlkube (default: SQLite in a temporary directory)")
