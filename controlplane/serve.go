@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rs/zerolog"
 	"go.etcd.io/etcd/client/v3/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -125,17 +126,24 @@ func Serve(ctx context.Context, f *Config, client *kubernetes.Client, storageDes
 	if conf.Audit, err = newAuditor(f, out); err != nil {
 		return err
 	}
+	// Where a start's time goes, for the "serving" line.
+	phases := zerolog.Dict().Dur("before", time.Since(start))
+	mark := time.Now()
 	api, err := apiserver.New(conf)
 	if err != nil {
 		return err
 	}
 	defer api.Close()
+	phases.Dur("api", time.Since(mark))
+	mark = time.Now()
 	if err := api.Bootstrap(ctx); err != nil {
 		if ctx.Err() != nil {
 			return nil // stopped (SIGTERM) while starting
 		}
 		return fmt.Errorf("bootstrap: %w", err)
 	}
+	phases.Dur("bootstrap", time.Since(mark))
+	mark = time.Now()
 	serving, err := newReloadingCert(certFile, keyFile) // renewed certificates are served at once
 	if err != nil {
 		return err
@@ -239,7 +247,7 @@ func Serve(ctx context.Context, f *Config, client *kubernetes.Client, storageDes
 		fmt.Fprintf(out, "Admin kubeconfig: %s\n  export KUBECONFIG=%s\n", kubeconfig, kubeconfig)
 	}
 	log.Info().Str("address", url).Str("listen", l.Addr().String()).Stringer("advertise", endpoint).
-		Str("storage", storageDesc).Dur("startup", time.Since(start)).Msg("serving Kubernetes API")
+		Str("storage", storageDesc).Dur("startup", time.Since(start)).Dict("phases", phases.Dur("rest", time.Since(mark))).Msg("serving Kubernetes API")
 	if f.Serving != nil {
 		sv := Serving{URL: url, Files: files}
 		if ownPKI {

@@ -6,6 +6,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"k8s.io/client-go/kubernetes"
@@ -28,13 +29,37 @@ func reconcileRBAC(ctx context.Context, cs kubernetes.Interface) error {
 	// not exist yet), so they are reconciled side by side: the store
 	// commits concurrent writes together, and a fresh cluster's ~150
 	// objects take one tenth of the time they took one after another.
+	rbac := cs.RbacV1()
+	// A fresh cluster has none of them: each is created at once, without
+	// the reconciler's read first (one round trip instead of two, about a
+	// third of a new tenant's start). One that exists after all (another
+	// server got there first) is reconciled.
+	some, err := rbac.ClusterRoles().List(ctx, metav1.ListOptions{Limit: 1})
+	if err != nil {
+		return fmt.Errorf("bootstrap RBAC: %w", err)
+	}
+	fresh := len(some.Items) == 0
+	ensure := func(ctx context.Context, what string, create func() error, run func() error) error {
+		if fresh {
+			err := create()
+			if err == nil {
+				return nil
+			}
+			if !apierrors.IsAlreadyExists(err) {
+				return fmt.Errorf("bootstrap RBAC %s: %w", what, err)
+			}
+		}
+		return reconcile(ctx, what, run)
+	}
 	g, ctx := errgroup.WithContext(ctx)
 	g.SetLimit(rbacParallel)
-	rbac := cs.RbacV1()
 	roles := append(bootstrappolicy.ClusterRoles(), bootstrappolicy.ControllerRoles()...)
 	for i := range roles {
 		g.Go(func() error {
-			return reconcile(ctx, "clusterrole "+roles[i].Name, func() error {
+			return ensure(ctx, "clusterrole "+roles[i].Name, func() error {
+				_, err := rbac.ClusterRoles().Create(ctx, &roles[i], metav1.CreateOptions{})
+				return err
+			}, func() error {
 				_, err := (&reconciliation.ReconcileRoleOptions{
 					Role:    reconciliation.ClusterRoleRuleOwner{ClusterRole: &roles[i]},
 					Client:  reconciliation.ClusterRoleModifier{Client: rbac.ClusterRoles()},
@@ -48,7 +73,10 @@ func reconcileRBAC(ctx context.Context, cs kubernetes.Interface) error {
 	bindings = append(bindings, nodeJoinBindings()...)
 	for i := range bindings {
 		g.Go(func() error {
-			return reconcile(ctx, "clusterrolebinding "+bindings[i].Name, func() error {
+			return ensure(ctx, "clusterrolebinding "+bindings[i].Name, func() error {
+				_, err := rbac.ClusterRoleBindings().Create(ctx, &bindings[i], metav1.CreateOptions{})
+				return err
+			}, func() error {
 				_, err := (&reconciliation.ReconcileRoleBindingOptions{
 					RoleBinding: reconciliation.ClusterRoleBindingAdapter{ClusterRoleBinding: &bindings[i]},
 					Client:      reconciliation.ClusterRoleBindingClientAdapter{Client: rbac.ClusterRoleBindings()},
@@ -63,7 +91,10 @@ func reconcileRBAC(ctx context.Context, cs kubernetes.Interface) error {
 			role := nsRoles[i]
 			role.Namespace = ns
 			g.Go(func() error {
-				return reconcile(ctx, "role "+ns+"/"+role.Name, func() error {
+				return ensure(ctx, "role "+ns+"/"+role.Name, func() error {
+					_, err := rbac.Roles(ns).Create(ctx, &role, metav1.CreateOptions{})
+					return err
+				}, func() error {
 					_, err := (&reconciliation.ReconcileRoleOptions{
 						Role:    reconciliation.RoleRuleOwner{Role: &role},
 						Client:  reconciliation.RoleModifier{Client: rbac, NamespaceClient: cs.CoreV1().Namespaces()},
@@ -79,7 +110,10 @@ func reconcileRBAC(ctx context.Context, cs kubernetes.Interface) error {
 			binding := nsBindings[i]
 			binding.Namespace = ns
 			g.Go(func() error {
-				return reconcile(ctx, "rolebinding "+ns+"/"+binding.Name, func() error {
+				return ensure(ctx, "rolebinding "+ns+"/"+binding.Name, func() error {
+					_, err := rbac.RoleBindings(ns).Create(ctx, &binding, metav1.CreateOptions{})
+					return err
+				}, func() error {
 					_, err := (&reconciliation.ReconcileRoleBindingOptions{
 						RoleBinding: reconciliation.RoleBindingAdapter{RoleBinding: &binding},
 						Client:      reconciliation.RoleBindingClientAdapter{Client: rbac, NamespaceClient: cs.CoreV1().Namespaces()},
@@ -94,7 +128,7 @@ func reconcileRBAC(ctx context.Context, cs kubernetes.Interface) error {
 }
 
 // rbacParallel is how many RBAC objects are reconciled at once.
-const rbacParallel = 16
+const rbacParallel = 32
 
 // reconcile runs one reconciliation, again on a conflict (another API
 // server reconciling at the same time).
