@@ -159,6 +159,12 @@ func TestServer_NoSpace(t *testing.T) {
 	sqltest.Run(t, func(t *testing.T, b sqltest.Backend) {
 		start := time.Now()
 		s := startNoSpaceServer(t, b.NewDSN(t))
+		phases := []string{fmt.Sprintf("server up %v", time.Since(start).Round(time.Millisecond))}
+		mark := time.Now()
+		phase := func(name string) {
+			phases = append(phases, fmt.Sprintf("%s %v", name, time.Since(mark).Round(time.Millisecond)))
+			mark = time.Now()
+		}
 		kenv := kubeconfigFor(t, s.cfg)
 		ctl := func(args ...string) (string, error) {
 			return runTool(t, []string{"ETCDCTL_API=3"}, etcdctl, append([]string{"--endpoints=" + s.etcdAddr, "--command-timeout=60s"}, args...)...)
@@ -212,6 +218,7 @@ func TestServer_NoSpace(t *testing.T) {
 			t.Fatalf("%d creates of 200 KiB under a quota of %d bytes all succeeded", filled, noSpaceQuota)
 		}
 		t.Logf("%d creates of 200 KiB acknowledged, then: %v", filled, fillErr)
+		phase("fill")
 		checkNoSpace(t, "the create past the quota", fillErr)
 		if out, err := ctl("alarm", "list"); err != nil || !strings.Contains(out, "alarm:NOSPACE") {
 			t.Fatalf("etcdctl alarm list: %q, %v; want a NOSPACE alarm", out, err)
@@ -274,6 +281,8 @@ func TestServer_NoSpace(t *testing.T) {
 			}
 		}
 
+		phase("refusals")
+
 		// Reads and deletes work: kubectl, one by one, deletecollection.
 		list, err := cms.List(ctx, metav1.ListOptions{LabelSelector: "parity"})
 		if err != nil || len(list.Items) != filled {
@@ -294,6 +303,8 @@ func TestServer_NoSpace(t *testing.T) {
 				delete(want, name)
 			}
 		}
+
+		phase("deletes")
 
 		// Compaction and defragmentation work; after the disarm, writes
 		// are taken again.
@@ -324,6 +335,7 @@ func TestServer_NoSpace(t *testing.T) {
 		if status[0].Status.DbSize >= noSpaceQuota {
 			t.Fatalf("datastore of %d bytes after deletes, compaction and defrag; want under the quota", status[0].Status.DbSize)
 		}
+		phase("compaction and defrag")
 		_, err = cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "small"}}, metav1.CreateOptions{})
 		checkNoSpace(t, "create before the disarm", err)
 		if out, err := ctl("alarm", "disarm"); err != nil || !strings.Contains(out, "alarm:NOSPACE") {
@@ -367,6 +379,7 @@ func TestServer_NoSpace(t *testing.T) {
 				t.Errorf("acknowledged configmap %s is lost", name)
 			}
 		}
-		t.Logf("%s: %d objects checked, %v", b.Name, len(want), time.Since(start).Round(time.Millisecond))
+		phase("disarm, writes and checks")
+		t.Logf("%s: %d objects checked, %v (%s)", b.Name, len(want), time.Since(start).Round(time.Millisecond), strings.Join(phases, ", "))
 	})
 }

@@ -145,6 +145,10 @@ func (s *Store) openReserve() {
 		s.metrics.reserve.Set(0)
 		return
 	}
+	if g.size < minResumeRoom {
+		s.log.Warn().Int64("bytes", g.size).Int64("walCheckpointBytes", minResumeRoom).
+			Msg("the datastore's reserve is smaller than a checkpoint of a full WAL may need: on a full disk, deletes and compaction may fail until space is freed by hand")
+	}
 	if err := makeReserve(g.path, g.size); err != nil {
 		s.log.Error().Err(err).Str("path", g.path).Int64("bytes", g.size).Msg("cannot make the datastore's reserve file")
 		if errors.Is(err, syscall.ENOSPC) {
