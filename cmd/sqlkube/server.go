@@ -303,7 +303,7 @@ func runAPIServer(ctx context.Context, f *apiserverFlags, log zerolog.Logger, ou
 }
 
 // reserveFlagHelp is --datastore-reserve-bytes'.
-const reserveFlagHelp = "SQLite only: bytes kept in reserve in a file beside the database (state.db-reserve) and given back when the disk fills, so that deletes and compaction still succeed while writes that grow the store are refused (503, Retry-After) and /readyz's datastore-disk check fails; the reserve is made again and writes resume by themselves once there is space (0: 64 MiB; negative: none)"
+const reserveFlagHelp = "SQLite only: bytes kept in reserve in a file beside the database (state.db-reserve) and given back when the disk fills, so that deletes and compaction still succeed while writes that grow the store are refused (503, Retry-After) and /readyz's datastore-disk check fails; the reserve is made again and writes resume by themselves once there is space (0: 64 MiB, or a 16th of the file system if less; negative: none)"
 
 // serveStoreHealth has the API serve the in-process datastore's health:
 // its metrics (sqlkube_store_*, sqlkube_sql_*, from reg) on /metrics,

@@ -52,7 +52,9 @@ const (
 	// much room in the database file, and a compaction step (1,000
 	// revisions while the disk is full) or a batch of deletes needs room
 	// for its own WAL frames: 64 MiB covers a full WAL's checkpoint and
-	// several such steps.
+	// several such steps. On a file system of less than 1 GiB the default
+	// is a 16th of it, so that a small disk is not taken up by the
+	// reserve and the room the disk-full state waits for (resumeFree).
 	DefaultReserveBytes = 64 << 20
 	// minResumeRoom is the least free space, beyond the reserve, the
 	// disk-full state waits for before it takes writes again: one WAL's
@@ -119,8 +121,9 @@ func (s *Store) DiskFull() (full bool, since time.Time) {
 // store is full, nil otherwise: a readiness check.
 func (s *Store) CheckDiskSpace(context.Context) error {
 	if full, since := s.DiskFull(); full {
-		return fmt.Errorf("the datastore's disk is full since %s: writes that could grow the store are refused; reads, deletes and compaction are served, and writes resume by themselves once there is space",
-			since.UTC().Format(time.RFC3339))
+		free, _ := freeBytes(s.disk.dir)
+		return fmt.Errorf("the datastore's disk is full since %s: writes that could grow the store are refused; reads, deletes and compaction are served, and writes resume by themselves once %d MiB are free (now %d MiB)",
+			since.UTC().Format(time.RFC3339), s.disk.resumeFree()>>20, free>>20)
 	}
 	return nil
 }
@@ -415,6 +418,13 @@ func (g *diskGuard) init(c *conns, opts Options) {
 		return
 	}
 	g.sqlite, g.dir, g.size = true, filepath.Dir(c.sqlitePath), opts.ReserveBytes
+	if g.size == 0 {
+		g.size = DefaultReserveBytes
+		var st unix.Statfs_t
+		if err := unix.Statfs(g.dir, &st); err == nil {
+			g.size = min(g.size, int64(st.Blocks)*int64(st.Bsize)/16)
+		}
+	}
 	if g.size > 0 {
 		g.path = c.sqlitePath + reserveSuffix
 	}

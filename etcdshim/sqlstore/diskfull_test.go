@@ -233,4 +233,12 @@ func TestStore_DiskFullAtOpen(t *testing.T) {
 	if got := s.ReservePath(); got != "" {
 		t.Errorf("ReservePath() of a store without a reserve: %q", got)
 	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// The default reserve is a 16th of a file system under 1 GiB.
+	s = openWith(t, sqlstore.Options{DSN: dsn})
+	if got := reserveSize(t, s); got != 2<<20 {
+		t.Errorf("default reserve on a 32 MiB file system: %d bytes, want 2 MiB", got)
+	}
 }

@@ -58,7 +58,8 @@ type Options struct {
 	// the file system when the disk fills, so that deletes, compaction
 	// and checkpoints can go on while writes that could grow the store
 	// fail with ErrDiskFull (see DiskFull). 0 means DefaultReserveBytes
-	// (64 MiB); negative means no reserve (the disk-full state still
+	// (64 MiB), or a 16th of the file system under the database where
+	// that is less; negative means no reserve (the disk-full state still
 	// refuses such writes until there is space). PostgreSQL and MySQL
 	// ignore it.
 	ReserveBytes int64
@@ -88,9 +89,6 @@ func (o *Options) defaults() {
 	}
 	if o.QuotaBytes == 0 {
 		o.QuotaBytes = DefaultQuotaBytes
-	}
-	if o.ReserveBytes == 0 {
-		o.ReserveBytes = DefaultReserveBytes
 	}
 }
 
