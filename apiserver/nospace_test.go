@@ -197,12 +197,12 @@ func TestServer_NoSpace(t *testing.T) {
 		}
 		want["held"] = nil
 
-		// Fill: 200 KiB configmaps of random bytes until the quota
+		// Fill: 480 KiB configmaps of random bytes until the quota
 		// refuses one.
 		var fillErr error
 		var filled int
-		for i := 0; i < 4*noSpaceQuota/(200<<10); i++ {
-			val := make([]byte, 200<<10)
+		for i := 0; i < 4*noSpaceQuota/(480<<10); i++ {
+			val := make([]byte, 480<<10)
 			_, _ = rand.Read(val)
 			name := fmt.Sprintf("fill-%03d", i)
 			parity := map[bool]string{true: "even", false: "odd"}[i%2 == 0]
@@ -215,9 +215,9 @@ func TestServer_NoSpace(t *testing.T) {
 			filled++
 		}
 		if fillErr == nil {
-			t.Fatalf("%d creates of 200 KiB under a quota of %d bytes all succeeded", filled, noSpaceQuota)
+			t.Fatalf("%d creates of 480 KiB under a quota of %d bytes all succeeded", filled, noSpaceQuota)
 		}
-		t.Logf("%d creates of 200 KiB acknowledged, then: %v", filled, fillErr)
+		t.Logf("%d creates of 480 KiB acknowledged, then: %v", filled, fillErr)
 		phase("fill")
 		checkNoSpace(t, "the create past the quota", fillErr)
 		if out, err := ctl("alarm", "list"); err != nil || !strings.Contains(out, "alarm:NOSPACE") {
