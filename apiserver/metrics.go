@@ -103,13 +103,18 @@ func (g ownedGatherer) Gather() ([]*dto.MetricFamily, error) {
 var featureMetrics sync.Once
 
 // metricsHandler serves the metric families own chooses (nil: the API
-// server's, APIServerOwns) in Prometheus' text format.
-func metricsHandler(own func(string) bool) http.Handler {
+// server's, APIServerOwns) and those of more, if set, in Prometheus' text
+// format.
+func metricsHandler(own func(string) bool, more prometheus.Gatherer) http.Handler {
 	featureMetrics.Do(utilfeature.DefaultMutableFeatureGate.AddMetrics)
 	if own == nil {
 		own = APIServerOwns
 	}
-	return promhttp.HandlerFor(ownedGatherer{legacyregistry.DefaultGatherer, own},
+	var g prometheus.Gatherer = ownedGatherer{legacyregistry.DefaultGatherer, own}
+	if more != nil {
+		g = prometheus.Gatherers{g, more}
+	}
+	return promhttp.HandlerFor(g,
 		promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError, ProcessStartTime: legacyregistry.GetProcessStart()})
 }
 

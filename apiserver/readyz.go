@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -16,19 +18,21 @@ import (
 // that does not answer within it counts as unreachable.
 const readyzStorageTimeout = 2 * time.Second
 
-// readyzCheck is one line of /readyz.
-type readyzCheck struct {
-	name string
-	// check returns nil when healthy, else the reason it is not.
-	check func(ctx context.Context) error
+// ReadyzCheck is one line of /readyz.
+type ReadyzCheck struct {
+	// Name is the check's name: its line reads "[+]Name ok" or
+	// "[-]Name failed: reason", and ?exclude=Name leaves it out.
+	Name string
+	// Check returns nil when healthy, else the reason it is not.
+	Check func(ctx context.Context) error
 }
 
 // readyzChecks are kube-apiserver's shape of /readyz: ping, etcd (a read
 // through the storage client, so a lost database connection makes the
 // server unready until it is back), and the caches (watch caches,
-// informers) every request relies on.
-func (s *Server) readyzChecks() []readyzCheck {
-	return []readyzCheck{
+// informers) every request relies on; then Config.ReadyzChecks.
+func (s *Server) readyzChecks() []ReadyzCheck {
+	return append([]ReadyzCheck{
 		{"ping", func(context.Context) error { return nil }},
 		{"etcd", func(ctx context.Context) error {
 			ctx, cancel := context.WithTimeout(ctx, readyzStorageTimeout)
@@ -46,23 +50,42 @@ func (s *Server) readyzChecks() []readyzCheck {
 			}
 			return nil
 		}},
-	}
+	}, s.cfg.ReadyzChecks...)
 }
 
 // readyz answers 200 "ok" when every check passes; otherwise 503 with a
 // [+]/[-] line per check (the failing ones with their reason) and
 // "readyz check failed", as kube-apiserver. ?verbose lists the checks
-// either way.
+// either way. ?exclude=NAME (repeatable) leaves a check out, as
+// kube-apiserver's: "[+]NAME excluded: ok", and a warning line for names
+// no check has.
 func (s *Server) readyz(c echo.Context) error {
 	var b strings.Builder
 	failed := false
+	excluded := map[string]bool{}
+	for _, name := range c.QueryParams()["exclude"] {
+		excluded[name] = true
+	}
 	for _, rc := range s.readyzChecks() {
-		if err := rc.check(c.Request().Context()); err != nil {
-			failed = true
-			fmt.Fprintf(&b, "[-]%s failed: %v\n", rc.name, err)
-		} else {
-			fmt.Fprintf(&b, "[+]%s ok\n", rc.name)
+		if excluded[rc.Name] {
+			delete(excluded, rc.Name)
+			fmt.Fprintf(&b, "[+]%s excluded: ok\n", rc.Name)
+			continue
 		}
+		if err := rc.Check(c.Request().Context()); err != nil {
+			failed = true
+			fmt.Fprintf(&b, "[-]%s failed: %v\n", rc.Name, err)
+		} else {
+			fmt.Fprintf(&b, "[+]%s ok\n", rc.Name)
+		}
+	}
+	if len(excluded) > 0 {
+		names := make([]string, 0, len(excluded))
+		for name := range excluded {
+			names = append(names, strconv.Quote(name))
+		}
+		slices.Sort(names)
+		fmt.Fprintf(&b, "warn: some health checks cannot be excluded: no matches for %s\n", strings.Join(names, ","))
 	}
 	if failed {
 		b.WriteString("readyz check failed\n")

@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	"go.etcd.io/etcd/client/v3/kubernetes"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -147,6 +148,14 @@ type Config struct {
 	// MetricsFamilies chooses the metric families /metrics serves (nil:
 	// the API server's, APIServerOwns).
 	MetricsFamilies func(family string) bool
+	// Metrics, if set, is served whole on /metrics beside those families:
+	// the registry of the datastore the server runs in its own process
+	// (sqlkube server, sqlkube apiserver --datastore: sqlkube_store_*,
+	// sqlkube_sql_*), which has no endpoint of its own there.
+	Metrics prometheus.Gatherer
+	// ReadyzChecks are checks /readyz runs after its own (ping, etcd,
+	// caches): the in-process datastore's datastore-disk, say.
+	ReadyzChecks []ReadyzCheck
 }
 
 // DefaultCompactionInterval is kube-apiserver's --etcd-compaction-interval.
@@ -590,7 +599,7 @@ func (s *Server) routes() *echo.Echo {
 	// the API.
 	sqlstorage.RegisterMetrics()
 	if !s.cfg.NoMetricsEndpoint {
-		e.GET("/metrics", echo.WrapHandler(metricsHandler(s.cfg.MetricsFamilies)))
+		e.GET("/metrics", echo.WrapHandler(metricsHandler(s.cfg.MetricsFamilies, s.cfg.Metrics)))
 	}
 	e.GET("/version", s.discovery.ServeVersion)
 	e.GET(serviceaccount.OpenIDConfigPath, s.openIDConfig)

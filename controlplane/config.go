@@ -19,6 +19,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
 	"github.com/sqlkube/sqlkube/apiserver"
@@ -86,6 +87,11 @@ type Config struct {
 	// Serving, if set, is called once the API serves and the admin
 	// kubeconfig is written.
 	Serving func(Serving)
+	// Metrics and ReadyzChecks are the API server's (apiserver.Config):
+	// what /metrics serves beside the API server's families, and more
+	// checks of /readyz (the in-process datastore's).
+	Metrics      prometheus.Gatherer
+	ReadyzChecks []apiserver.ReadyzCheck
 
 	// Log and Out are where the control plane logs, and where it prints
 	// what a user is told (the API's URL, the kubeconfig; nil: nowhere).

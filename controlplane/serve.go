@@ -106,6 +106,7 @@ func Serve(ctx context.Context, f *Config, client *kubernetes.Client, storageDes
 		ProxyClientCertFile: files.FrontProxyClientCert, ProxyClientKeyFile: files.FrontProxyClientKey,
 		RequestHeaderCAFile: files.FrontProxyCACert, RequestHeaderAllowedNames: []string{pki.FrontProxyClientName},
 		ClientCAFile: clientCAFile, NoMetricsEndpoint: f.NoMetrics,
+		Metrics: f.Metrics, ReadyzChecks: f.ReadyzChecks,
 	}
 	if f.Components != nil {
 		// The in-process controller manager and scheduler have no

@@ -11,6 +11,15 @@ import (
 	"github.com/sqlkube/sqlkube/etcdshim/sqlstore"
 )
 
+// ErrGRPCDiskFull refuses a write that could grow the store while the
+// disk under a SQLite store is full (sqlstore.ErrDiskFull). etcd has no
+// such answer (it stops when its disk is full); the code is
+// ResourceExhausted, which gRPC gives for "the entire file system is out
+// of space", and the message is sqlkube's, so that clients can tell it
+// from the NOSPACE alarm's: nothing needs disarming, writes resume by
+// themselves.
+var ErrGRPCDiskFull = status.Error(codes.ResourceExhausted, "etcdserver: sqlkube: the datastore's disk is full; writes resume once there is space")
+
 // toGRPC maps a backend error to the error etcd would return, so etcd
 // clients recognise it (clientv3 matches on the message).
 func toGRPC(err error) error {
@@ -41,6 +50,8 @@ func toGRPC(err error) error {
 		return status.Error(codes.InvalidArgument, "etcdserver: key is too long (sqlkube keys are at most 2048 bytes)")
 	case errors.Is(err, sqlstore.ErrNoSpace):
 		return rpctypes.ErrGRPCNoSpace
+	case errors.Is(err, sqlstore.ErrDiskFull):
+		return ErrGRPCDiskFull
 	case errors.Is(err, sqlstore.ErrResultTooLarge):
 		// What gRPC answers for a response over its send limit.
 		return status.Error(codes.ResourceExhausted, "etcdserver: txn response would be larger than gRPC sends (2 GiB)")

@@ -22,7 +22,8 @@ type maintenanceServer struct {
 // raft index is the current revision. As etcd's, it reports the store's
 // size (DbSize: what the quota counts; DbSizeInUse: the part holding data),
 // its quota, and the active alarms in Errors ("memberID:N alarm:NOSPACE",
-// which etcdctl endpoint status prints as ERRORS).
+// which etcdctl endpoint status prints as ERRORS), with a line of its own
+// while the disk under the store is full.
 func (m *maintenanceServer) Status(ctx context.Context, _ *pb.StatusRequest) (*pb.StatusResponse, error) {
 	cur, _, err := m.s.be.Revisions(ctx)
 	if err != nil {
@@ -48,7 +49,18 @@ func (m *maintenanceServer) Status(ctx context.Context, _ *pb.StatusRequest) (*p
 	for _, a := range alarms {
 		resp.Errors = append(resp.Errors, alarmString(a))
 	}
+	if d, ok := m.s.be.(diskFuller); ok {
+		if full, since := d.DiskFull(); full {
+			resp.Errors = append(resp.Errors, "sqlkube: disk full since "+since.UTC().Format(time.RFC3339)+": writes that could grow the store are refused until there is space")
+		}
+	}
 	return resp, nil
+}
+
+// diskFuller is a Backend that knows when the disk under it is full
+// (sqlstore on SQLite).
+type diskFuller interface {
+	DiskFull() (full bool, since time.Time)
 }
 
 // alarmString is an alarm as etcd's Status lists it.

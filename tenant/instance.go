@@ -9,6 +9,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/sqlkube/sqlkube/apiserver"
 	"github.com/sqlkube/sqlkube/controlplane"
 	"github.com/sqlkube/sqlkube/etcdshim"
 	"github.com/sqlkube/sqlkube/etcdshim/sqlstore"
@@ -62,6 +63,9 @@ func serveTenant(ctx context.Context, opts sqlstore.Options, cfg *controlplane.C
 		return err
 	}
 	defer store.Close()
+	// A tenant's /readyz says when the disk under its SQLite store is
+	// full, as sqlkube server's does (a tenant serves no /metrics).
+	cfg.ReadyzChecks = append(cfg.ReadyzChecks, apiserver.ReadyzCheck{Name: "datastore-disk", Check: store.CheckDiskSpace})
 	etcd := etcdshim.New(etcdshim.Options{Backend: store, Logger: log, ClusterKey: store.Describe()})
 	defer etcd.Stop(5 * time.Second)
 	client := storage.Local(etcd)

@@ -25,6 +25,13 @@ import (
 // returning the status code and body.
 func (s *server) readyz(t *testing.T) (int, string, error) {
 	t.Helper()
+	return s.readyzPath(t, "/readyz?verbose")
+}
+
+// readyzPath is readyz for a path of its own (/readyz with other
+// parameters).
+func (s *server) readyzPath(t *testing.T, path string) (int, string, error) {
+	t.Helper()
 	ca, err := os.ReadFile(filepath.Join(s.dataDir, "tls", "ca.crt"))
 	if err != nil {
 		t.Fatal(err)
@@ -33,7 +40,7 @@ func (s *server) readyz(t *testing.T) (int, string, error) {
 	pool.AppendCertsFromPEM(ca)
 	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
 	defer c.CloseIdleConnections()
-	resp, err := c.Get(s.url + "/readyz?verbose")
+	resp, err := c.Get(s.url + path)
 	if err != nil {
 		return 0, "", err
 	}

@@ -7,18 +7,26 @@ import (
 	"strconv"
 
 	"github.com/labstack/echo/v4"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	grpcstatus "google.golang.org/grpc/status"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/sqlkube/sqlkube/etcdshim"
+	"github.com/sqlkube/sqlkube/storage"
 )
 
 // Status answers with err as a metav1.Status of its code: 499 for a
-// request its client closed, 500 for any other error that is not an API
-// status.
+// request its client closed, the answers of storageStatus to the
+// datastore's refusals for lack of space, 500 for any other error that is
+// not an API status.
 func Status(c echo.Context, err error) error {
 	var status apierrors.APIStatus
 	switch {
 	case errors.As(err, &status):
+	case storage.IsNoSpace(err), storage.IsDiskFull(err):
+		status = storageStatus(err)
 	case clientClosed(c, err):
 		status = &apierrors.StatusError{ErrStatus: metav1.Status{
 			Status: metav1.StatusFailure, Code: StatusClientClosedRequest,
@@ -40,6 +48,34 @@ func Status(c echo.Context, err error) error {
 	}
 	c.Set(StatusKey, s) // for the audit log
 	return Object(c, int(s.Code), &s, schema.GroupVersion{Version: "v1"})
+}
+
+// storageStatus answers the datastore's refusals of a write for lack of
+// space:
+//
+//   - etcd's NOSPACE ("etcdserver: mvcc: database space exceeded", the
+//     quota's) as kube-apiserver answers it: the etcd3 store and the
+//     registry's error interpretation pass it through unchanged, and
+//     responsewriters.ErrorToAPIStatus answers an error that is not an API
+//     status with 500, no reason (StatusReasonUnknown) and the error's text
+//     as the message, so a client sees what it sees over etcd;
+//   - a full disk under a SQLite datastore (no kube-apiserver answer: etcd
+//     stops on a full disk) as 503 ServiceUnavailable with Retry-After: 1.
+//     The condition is transient and clears without anyone's help, and
+//     client-go retries a 503 with Retry-After by itself (up to 10 times,
+//     any verb), so a short one costs clients a delay instead of an
+//     error; a long one fails each request after its retries with a
+//     message that says what happened.
+func storageStatus(err error) apierrors.APIStatus {
+	if storage.IsNoSpace(err) {
+		return &apierrors.StatusError{ErrStatus: metav1.Status{
+			Status: metav1.StatusFailure, Code: http.StatusInternalServerError,
+			Reason: metav1.StatusReasonUnknown, Message: rpctypes.ErrNoSpace.Error(),
+		}}
+	}
+	st := apierrors.NewServiceUnavailable(grpcstatus.Convert(etcdshim.ErrGRPCDiskFull).Message())
+	st.ErrStatus.Details = &metav1.StatusDetails{RetryAfterSeconds: 1}
+	return st
 }
 
 // StatusClientClosedRequest is the code a request gets when its client

@@ -10,9 +10,14 @@ import (
 	"testing"
 
 	"github.com/labstack/echo/v4"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/sqlkube/sqlkube/etcdshim"
 )
 
 // TestWriteStatus_RetryAfter: a Status that says when to retry (a watch
@@ -68,6 +73,43 @@ func TestStatus_ClientClosed(t *testing.T) {
 			st, ok := c.Get(StatusKey).(metav1.Status)
 			if rec.Code != tc.code || !ok || int(st.Code) != tc.code || !strings.HasPrefix(st.Message, tc.messageStart) {
 				t.Errorf("code %d, status %+v; want %d %q…", rec.Code, st, tc.code, tc.messageStart)
+			}
+		})
+	}
+}
+
+// TestStatus_StorageSpace: etcd's NOSPACE is answered as kube-apiserver
+// answers it (500, no reason, etcd's message), wrapped or not, through
+// the in-process client's status error or clientv3's EtcdError; a full
+// disk under SQLite is 503 with Retry-After; any other storage error is
+// still 500 InternalError.
+func TestStatus_StorageSpace(t *testing.T) {
+	diskFull := status.Convert(etcdshim.ErrGRPCDiskFull).Message()
+	for _, tc := range []struct {
+		name       string
+		err        error
+		code       int
+		reason     metav1.StatusReason
+		message    string
+		retryAfter string
+	}{
+		{"NOSPACE", rpctypes.ErrNoSpace, 500, metav1.StatusReasonUnknown, "etcdserver: mvcc: database space exceeded", ""},
+		{"NOSPACE wrapped", fmt.Errorf("update: %w", rpctypes.ErrNoSpace), 500, metav1.StatusReasonUnknown, "etcdserver: mvcc: database space exceeded", ""},
+		{"NOSPACE over gRPC", rpctypes.Error(rpctypes.ErrGRPCNoSpace), 500, metav1.StatusReasonUnknown, "etcdserver: mvcc: database space exceeded", ""},
+		{"disk full", etcdshim.ErrGRPCDiskFull, 503, metav1.StatusReasonServiceUnavailable, diskFull, "1"},
+		{"disk full over gRPC", status.Error(codes.ResourceExhausted, diskFull), 503, metav1.StatusReasonServiceUnavailable, diskFull, "1"},
+		{"another ResourceExhausted", status.Error(codes.ResourceExhausted, "etcdserver: request is too large"), 500, metav1.StatusReasonInternalError, "Internal error occurred: rpc error: code = ResourceExhausted desc = etcdserver: request is too large", ""},
+		{"timeout", rpctypes.ErrTimeout, 500, metav1.StatusReasonInternalError, "Internal error occurred: etcdserver: request timed out", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := httptest.NewRecorder()
+			c := echo.New().NewContext(httptest.NewRequest(http.MethodPost, "/api/v1/namespaces/default/configmaps", nil), rec)
+			if err := Status(c, tc.err); err != nil {
+				t.Fatal(err)
+			}
+			st, _ := c.Get(StatusKey).(metav1.Status)
+			if rec.Code != tc.code || st.Code != int32(tc.code) || st.Reason != tc.reason || st.Message != tc.message || rec.Header().Get("Retry-After") != tc.retryAfter {
+				t.Errorf("code %d Retry-After %q, Status %+v; want %d %q, reason %q, message %q", rec.Code, rec.Header().Get("Retry-After"), st, tc.code, tc.retryAfter, tc.reason, tc.message)
 			}
 		})
 	}

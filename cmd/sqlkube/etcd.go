@@ -37,6 +37,7 @@ type etcdFlags struct {
 	metricsAddress      string
 	compactionInterval  time.Duration
 	quota               int64
+	reserve             int64
 	compactionRetention int64
 	watchCacheSize      int
 	progressInterval    time.Duration
@@ -67,6 +68,7 @@ func newEtcdCommand(lf *logFlags) *cobra.Command {
 	fl.StringVar(&f.trustedCAFile, "trusted-ca-file", "", "CA bundle that verifies client certificates")
 	fl.BoolVar(&f.clientCertAuth, "client-cert-auth", false, "require client certificates signed by --trusted-ca-file")
 	fl.StringVar(&f.metricsAddress, "metrics-address", "", "address to serve Prometheus /metrics on (empty: off)")
+	fl.Int64Var(&f.reserve, "datastore-reserve-bytes", 0, reserveFlagHelp)
 	fl.Int64Var(&f.quota, "quota-backend-bytes", 0, "the datastore's space quota in bytes, as etcd's: past it writes are refused with etcd's \"database space exceeded\" and a NOSPACE alarm is raised (etcdctl alarm list/disarm), while reads, deletes, compaction and defrag go on (0: 2 GiB, etcd's default; negative: none)")
 	fl.DurationVar(&f.compactionInterval, "compaction-interval", 5*time.Minute, "how often history is compacted automatically (0: never)")
 	fl.Int64Var(&f.compactionRetention, "compaction-retention", 1000, "revisions automatic compaction keeps")
@@ -153,7 +155,7 @@ func runEtcd(ctx context.Context, f *etcdFlags, log zerolog.Logger) error {
 	store, err := sqlstore.Open(ctx, sqlstore.Options{
 		DSN: f.datastore, Logger: log, CompactionInterval: f.compactionInterval,
 		CompactionRetention: f.compactionRetention, WatchCacheSize: f.watchCacheSize, Registerer: reg,
-		QuotaBytes: f.quota,
+		QuotaBytes: f.quota, ReserveBytes: f.reserve,
 	})
 	if err != nil {
 		return err

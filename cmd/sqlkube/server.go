@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -94,6 +95,7 @@ func (f *apiFlags) applyFeatureGates() error {
 type serverFlags struct {
 	api                apiFlags
 	quota              int64
+	reserve            int64
 	components         controlplane.Components
 	datastore          string
 	etcdListenAddress  string
@@ -119,6 +121,7 @@ func newServerCommand(lf *logFlags) *cobra.Command {
 	addComponentFlags(fl, &f.components)
 	fl.StringVar(&f.datastore, "datastore", "", "datastore DSN (default: sqlite://DATA_DIR/state.db)")
 	fl.Int64Var(&f.quota, "quota-backend-bytes", 0, "the datastore's space quota in bytes, as etcd's: past it writes are refused with etcd's \"database space exceeded\" and a NOSPACE alarm is raised (etcdctl alarm list/disarm), while reads, deletes, compaction and defrag go on (0: 2 GiB, etcd's default; negative: none)")
+	fl.Int64Var(&f.reserve, "datastore-reserve-bytes", 0, reserveFlagHelp)
 	fl.StringVar(&f.etcdListenAddress, "etcd-listen-address", "", "also serve the etcd API here for other tools (empty: off); off this host, over TLS with client certificates generated under DATA_DIR/tls")
 	fl.IntVar(&f.api.FakeNodes, "fake-nodes", 0, "also run this many simulated nodes in-process (as `sqlkube node --fake`: fake-0 …)")
 	f.api.node = &localNodeFlags{}
@@ -130,6 +133,7 @@ func newServerCommand(lf *logFlags) *cobra.Command {
 type apiserverFlags struct {
 	api         apiFlags
 	quota       int64
+	reserve     int64
 	datastore   string
 	etcdServers []string
 	etcdCAFile  string
@@ -157,6 +161,7 @@ func newAPIServerCommand(lf *logFlags) *cobra.Command {
 	addAPIFlags(fl, &f.api)
 	fl.StringVar(&f.datastore, "datastore", "", "serve storage in-process on this datastore DSN")
 	fl.Int64Var(&f.quota, "quota-backend-bytes", 0, "with --datastore: "+"the datastore's space quota in bytes, as etcd's: past it writes are refused with etcd's \"database space exceeded\" and a NOSPACE alarm is raised (etcdctl alarm list/disarm), while reads, deletes, compaction and defrag go on (0: 2 GiB, etcd's default; negative: none)")
+	fl.Int64Var(&f.reserve, "datastore-reserve-bytes", 0, "with --datastore: "+reserveFlagHelp)
 	fl.StringSliceVar(&f.etcdServers, "etcd-servers", nil, "etcd endpoints (https://host:2379,...) to store in")
 	fl.StringVar(&f.etcdCAFile, "etcd-cafile", "", "CA that verifies the etcd servers")
 	fl.StringVar(&f.etcdCert, "etcd-certfile", "", "client certificate for etcd")
@@ -194,11 +199,13 @@ func runServer(ctx context.Context, f *serverFlags, log zerolog.Logger, out io.W
 	if dsn == "" {
 		dsn = "sqlite://" + filepath.Join(f.api.DataDir, "state.db")
 	}
-	store, err := sqlstore.Open(ctx, sqlstore.Options{DSN: dsn, Logger: log, QuotaBytes: f.quota})
+	storeMetrics := prometheus.NewRegistry()
+	store, err := sqlstore.Open(ctx, sqlstore.Options{DSN: dsn, Logger: log, QuotaBytes: f.quota, ReserveBytes: f.reserve, Registerer: storeMetrics})
 	if err != nil {
 		return err
 	}
 	defer store.Close()
+	serveStoreHealth(&f.api.Config, store, storeMetrics)
 	addCommitProc(store.DialectName(), log)
 	// The cluster identity comes first: the etcd API's certificates are
 	// issued from the cluster CA.
@@ -249,11 +256,13 @@ func runAPIServer(ctx context.Context, f *apiserverFlags, log zerolog.Logger, ou
 		return fmt.Errorf("create --data-dir: %w", err)
 	}
 	if f.datastore != "" {
-		store, err := sqlstore.Open(ctx, sqlstore.Options{DSN: f.datastore, Logger: log, QuotaBytes: f.quota})
+		storeMetrics := prometheus.NewRegistry()
+		store, err := sqlstore.Open(ctx, sqlstore.Options{DSN: f.datastore, Logger: log, QuotaBytes: f.quota, ReserveBytes: f.reserve, Registerer: storeMetrics})
 		if err != nil {
 			return err
 		}
 		defer store.Close()
+		serveStoreHealth(&f.api.Config, store, storeMetrics)
 		addCommitProc(store.DialectName(), log)
 		etcd := etcdshim.New(etcdshim.Options{Backend: store, Logger: log, ClusterKey: store.Describe()})
 		defer etcd.Stop(5 * time.Second)
@@ -291,6 +300,18 @@ func runAPIServer(ctx context.Context, f *apiserverFlags, log zerolog.Logger, ou
 		return err
 	}
 	return serveAPI(ctx, &f.api, client, strings.Join(f.etcdServers, ","), start)
+}
+
+// reserveFlagHelp is --datastore-reserve-bytes'.
+const reserveFlagHelp = "SQLite only: bytes kept in reserve in a file beside the database (state.db-reserve) and given back when the disk fills, so that deletes and compaction still succeed while writes that grow the store are refused (503, Retry-After) and /readyz's datastore-disk check fails; the reserve is made again and writes resume by themselves once there is space (0: 64 MiB, or a 16th of the file system if less; negative: none)"
+
+// serveStoreHealth has the API serve the in-process datastore's health:
+// its metrics (sqlkube_store_*, sqlkube_sql_*, from reg) on /metrics,
+// and /readyz's datastore-disk check, failing while the disk under the
+// store is full.
+func serveStoreHealth(c *controlplane.Config, store *sqlstore.Store, reg prometheus.Gatherer) {
+	c.Metrics = reg
+	c.ReadyzChecks = append(c.ReadyzChecks, apiserver.ReadyzCheck{Name: "datastore-disk", Check: store.CheckDiskSpace})
 }
 
 // serveAPI serves the control plane of f (controlplane.Serve) with what

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/sqlkube/sqlkube/migrations"
 )
 
 // Compact makes revisions below rev unreadable and, after that is
@@ -36,7 +38,13 @@ func (s *Store) Compact(ctx context.Context, rev int64) (int64, error) {
 // no transaction grows large. It logs how long each phase held the
 // writer's connection (on SQLite the writer's batches wait for it).
 func (s *Store) removeHistory(ctx context.Context, rev int64) error {
-	const step = 10000
+	// While the disk is full, smaller steps, each checkpointed, keep the
+	// WAL within the reserve.
+	step := int64(10000)
+	full := s.disk.full.Load()
+	if full {
+		step = 1000
+	}
 	var lo int64
 	if err := s.c.read.QueryRowContext(ctx, `SELECT COALESCE(MIN(revision), 0) FROM kv_log`).Scan(&lo); err != nil {
 		return fmt.Errorf("sqlstore: compact: %w", err)
@@ -49,9 +57,14 @@ func (s *Store) removeHistory(ctx context.Context, rev int64) error {
 		// Superseded at upTo means superseded at rev too: a newer version
 		// at or below upTo is at or below rev.
 		start := time.Now()
-		res, err := s.c.write.ExecContext(ctx, s.q(s.d.compact), upTo, upTo)
+		res, err := s.execInRoom(ctx, s.q(s.d.compact), upTo, upTo)
 		if err != nil {
 			return fmt.Errorf("sqlstore: compact: %w", err)
+		}
+		if full = full || s.disk.full.Load(); full && s.d.name == migrations.SQLite {
+			if err := s.checkpointTruncate(ctx); err != nil {
+				return fmt.Errorf("sqlstore: compact: %w", err)
+			}
 		}
 		took := time.Since(start)
 		deleting += took
@@ -65,16 +78,24 @@ func (s *Store) removeHistory(ctx context.Context, rev int64) error {
 		}
 	}
 	var vacuum, checkpoint time.Duration
-	if s.d.name == "sqlite" {
+	switch {
+	case s.d.name == migrations.SQLite && full:
+		// The free pages in bounded steps (see reclaim).
+		start := time.Now()
+		if err := s.reclaim(ctx); err != nil {
+			return fmt.Errorf("sqlstore: compact: %w", err)
+		}
+		vacuum = time.Since(start)
+	case s.d.name == migrations.SQLite:
 		// incremental_vacuum frees one page per step, so it is run as a
 		// query and stepped to the end; Exec would step it once.
 		start := time.Now()
-		if err := drain(ctx, s.c.write, `PRAGMA incremental_vacuum`); err != nil {
+		if err := s.drainInRoom(ctx, `PRAGMA incremental_vacuum`); err != nil {
 			return fmt.Errorf("sqlstore: compact: vacuum: %w", err)
 		}
 		vacuum = time.Since(start)
 		start = time.Now()
-		if _, err := s.c.write.ExecContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`); err != nil {
+		if err := s.drainInRoom(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`); err != nil {
 			return fmt.Errorf("sqlstore: compact: checkpoint: %w", err)
 		}
 		checkpoint = time.Since(start)

@@ -56,6 +56,9 @@ func (s *Store) LeaseGrant(ctx context.Context, id, ttl int64) (*Lease, error) {
 				s.metrics.leaseOps.WithLabelValues("grant").Inc()
 				return &Lease{ID: id, TTL: ttl, Remaining: ttl}, nil
 			}
+			if err := s.noteDiskFull(err); errors.Is(err, ErrDiskFull) {
+				return nil, fmt.Errorf("sqlstore: lease grant: %w", err)
+			}
 			// A concurrent grant of the same ID wins; check again.
 			if err2 := s.c.read.QueryRowContext(ctx, s.q(`SELECT COUNT(*) FROM leases WHERE id = ?`), id).Scan(&n); err2 != nil || n == 0 {
 				return nil, fmt.Errorf("sqlstore: lease grant: %w", err)
@@ -143,7 +146,7 @@ func (s *Store) LeaseKeepAlive(ctx context.Context, id int64) (int64, error) {
 		return 0, fmt.Errorf("sqlstore: lease keepalive: %w", err)
 	}
 	t := now()
-	res, err := s.c.write.ExecContext(ctx, s.q(`UPDATE leases SET expires_at = ? WHERE id = ? AND expires_at > ?`), t+ttl*1000, id, t)
+	res, err := s.execInRoom(ctx, s.q(`UPDATE leases SET expires_at = ? WHERE id = ? AND expires_at > ?`), t+ttl*1000, id, t)
 	if err != nil {
 		return 0, fmt.Errorf("sqlstore: lease keepalive: %w", err)
 	}

@@ -41,8 +41,16 @@ func (s *Store) Defragment(ctx context.Context) error {
 }
 
 func (s *Store) defragmentSQLite(ctx context.Context) error {
+	if s.disk.full.Load() {
+		// The free pages in bounded steps; VACUUM's copy of the whole
+		// database would not fit.
+		if err := s.reclaim(ctx); err != nil {
+			return err
+		}
+		return errors.New("VACUUM skipped: the disk is full (the free pages were given back without it)")
+	}
 	for _, stmt := range []string{`PRAGMA wal_checkpoint(TRUNCATE)`, `PRAGMA incremental_vacuum`, `PRAGMA wal_checkpoint(TRUNCATE)`} {
-		if err := drain(ctx, s.c.write, stmt); err != nil {
+		if err := s.drainInRoom(ctx, stmt); err != nil {
 			return fmt.Errorf("%s: %w", stmt, err)
 		}
 	}

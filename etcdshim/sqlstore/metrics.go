@@ -15,6 +15,8 @@ type metrics struct {
 	watchers    prometheus.Gauge
 	eventsSent  prometheus.Counter
 	leaseOps    *prometheus.CounterVec
+	diskFull    prometheus.Gauge
+	reserve     prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -48,8 +50,16 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		leaseOps: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "sqlkube", Subsystem: "store", Name: "lease_operations_total", Help: "Lease operations by kind.",
 		}, []string{"op"}),
+		diskFull: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "sqlkube", Subsystem: "store", Name: "disk_full",
+			Help: "1 while the disk under a SQLite datastore is full: writes that could grow the store are refused, reads, deletes and compaction go on, and writes resume once there is space.",
+		}),
+		reserve: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "sqlkube", Subsystem: "store", Name: "disk_reserve_bytes",
+			Help: "Bytes a SQLite datastore holds in reserve for a full disk (0 while it is given back, or without one).",
+		}),
 	}
-	m.collectors = []prometheus.Collector{m.sqlDuration, m.batchSize, m.current, m.compacted, m.dbSize, m.watchers, m.eventsSent, m.leaseOps}
+	m.collectors = []prometheus.Collector{m.sqlDuration, m.batchSize, m.current, m.compacted, m.dbSize, m.watchers, m.eventsSent, m.leaseOps, m.diskFull, m.reserve}
 	if reg != nil {
 		for _, c := range m.collectors {
 			_ = reg.Register(c)

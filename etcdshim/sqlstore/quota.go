@@ -118,12 +118,16 @@ func opsCost(ops []Op) int64 {
 	return n
 }
 
-// checkQuota refuses a request of the given cost with ErrNoSpace while a
-// NOSPACE alarm is active, and with a QuotaError when it would take the
-// store past its quota. A request that costs nothing always passes.
+// checkQuota refuses a request of the given cost with ErrDiskFull while
+// the disk under the store is full, with ErrNoSpace while a NOSPACE alarm
+// is active, and with a QuotaError when it would take the store past its
+// quota. A request that costs nothing always passes.
 func (s *Store) checkQuota(ctx context.Context, cost int64) error {
 	if cost <= 0 {
 		return nil
+	}
+	if s.disk.full.Load() {
+		return ErrDiskFull
 	}
 	q := &s.quota
 	q.mu.Lock()

@@ -53,6 +53,16 @@ type Options struct {
 	// DefaultQuotaBytes (2 GiB); negative means no quota (alarms raised by
 	// hand still refuse writes).
 	QuotaBytes int64
+	// ReserveBytes is, on SQLite, the size of the reserve file kept
+	// beside the database (its path with "-reserve") and given back to
+	// the file system when the disk fills, so that deletes, compaction
+	// and checkpoints can go on while writes that could grow the store
+	// fail with ErrDiskFull (see DiskFull). 0 means DefaultReserveBytes
+	// (64 MiB), or a 16th of the file system under the database where
+	// that is less; negative means no reserve (the disk-full state still
+	// refuses such writes until there is space). PostgreSQL and MySQL
+	// ignore it.
+	ReserveBytes int64
 	// Shared, if set, opens the store on a shared PostgreSQL pool, in the
 	// schema and with the role Tenant names (see Shared and Provision);
 	// DSN is then ignored. Such a store runs no periodic SQL while idle.
@@ -104,6 +114,8 @@ type Store struct {
 	sqlText map[string]string
 
 	quota quota
+	// disk is a SQLite store's reserve and disk-full state.
+	disk diskGuard
 	// sizeMu guards spaceView, the MySQL view that lists tablespaces
 	// (see mysqlSize).
 	sizeMu    sync.Mutex
@@ -162,6 +174,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		quota:   quota{limit: opts.QuotaBytes},
 		leases:  newLeaseClock(),
 	}
+	s.disk.init(c, opts)
 	if h := opts.Shared; h != nil {
 		schema := opts.Tenant.Schema // validated: [a-z0-9_] only
 		s.shared = h
@@ -195,6 +208,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		s.log.Warn().Msg("a NOSPACE alarm is active: writes that could grow the store are refused until it is disarmed (etcdctl alarm disarm)")
 	}
 	s.stopCtx, s.stop = context.WithCancel(context.Background())
+	s.openReserve()
 
 	s.writerWG.Add(1)
 	go s.runWriter()

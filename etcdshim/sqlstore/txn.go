@@ -21,7 +21,7 @@ func (s *Store) Put(ctx context.Context, req PutRequest) (*PutResult, int64, err
 	if s.d.readAhead {
 		keys = [][]byte{req.Key}
 	}
-	val, rev, err := s.writeKeys(ctx, keys, func(a *applier) (any, error) { return a.put(&req) })
+	val, rev, err := s.writeKeys(ctx, keys, true, func(a *applier) (any, error) { return a.put(&req) })
 	if err != nil {
 		return nil, rev, err
 	}
@@ -64,14 +64,15 @@ func (s *Store) Txn(ctx context.Context, req *TxnRequest) (*TxnResult, error) {
 		})
 		return res, err
 	}
-	if err := s.checkQuota(ctx, txnCost(req)); err != nil {
+	cost := txnCost(req)
+	if err := s.checkQuota(ctx, cost); err != nil {
 		return nil, err
 	}
 	var keys [][]byte
 	if s.d.readAhead {
 		keys = txnKeys(nil, req)
 	}
-	val, rev, err := s.writeKeys(ctx, keys, func(a *applier) (any, error) { return a.txn(req, newResultBudget(req.MaxResultBytes)) })
+	val, rev, err := s.writeKeys(ctx, keys, cost > 0, func(a *applier) (any, error) { return a.txn(req, newResultBudget(req.MaxResultBytes)) })
 	if err != nil {
 		return nil, err
 	}

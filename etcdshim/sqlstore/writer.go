@@ -16,7 +16,10 @@ type writeReq struct {
 	// keys are keys apply reads or writes by name: where the dialect reads
 	// ahead (dialect.readAhead), the batch reads all their rows in one
 	// statement.
-	keys  [][]byte
+	keys [][]byte
+	// grows is set on a request that could grow the store (one the quota
+	// counts): while the disk is full it is refused (see DiskFull).
+	grows bool
 	apply func(a *applier) (any, error)
 	done  chan writeResult
 }
@@ -46,14 +49,16 @@ type retryAloneError struct{ err error }
 func (e *retryAloneError) Error() string { return "sqlstore: retry request alone: " + e.err.Error() }
 func (e *retryAloneError) Unwrap() error { return e.err }
 
-// write queues fn for the writer and waits for its result.
+// write queues fn, a request that cannot grow the store, for the writer
+// and waits for its result.
 func (s *Store) write(ctx context.Context, fn func(a *applier) (any, error)) (any, int64, error) {
-	return s.writeKeys(ctx, nil, fn)
+	return s.writeKeys(ctx, nil, false, fn)
 }
 
-// writeKeys is write for a request that reads or writes keys by name.
-func (s *Store) writeKeys(ctx context.Context, keys [][]byte, fn func(a *applier) (any, error)) (any, int64, error) {
-	r := &writeReq{ctx: ctx, keys: keys, apply: fn, done: make(chan writeResult, 1)}
+// writeKeys is write for a request that reads or writes keys by name, and
+// may grow the store.
+func (s *Store) writeKeys(ctx context.Context, keys [][]byte, grows bool, fn func(a *applier) (any, error)) (any, int64, error) {
+	r := &writeReq{ctx: ctx, keys: keys, grows: grows, apply: fn, done: make(chan writeResult, 1)}
 	s.closeMu.Lock()
 	if s.closed {
 		s.closeMu.Unlock()
@@ -100,6 +105,18 @@ func (s *Store) runWriter() {
 
 func (s *Store) commitBatch(batch []*writeReq) {
 	results, err := s.applyBatch(batch)
+	if err != nil && s.disk.sqlite && isDiskFull(err) {
+		// The disk-full state refuses the requests that could grow the
+		// store, and the reserve it releases is room for the others: a
+		// request of those that failed only for lack of space runs again.
+		released := s.enterDiskFull(err)
+		if len(batch) == 1 && !batch[0].grows && released {
+			results, err = s.applyBatch(batch)
+		}
+		if err != nil {
+			err = s.noteDiskFull(err)
+		}
+	}
 	if err != nil {
 		if len(batch) > 1 {
 			for _, r := range batch {
@@ -157,6 +174,10 @@ func (s *Store) applyBatch(batch []*writeReq) ([]writeResult, error) {
 	for i, r := range batch {
 		if err := r.ctx.Err(); err != nil {
 			results[i] = writeResult{err: err, rev: a.rev}
+			continue
+		}
+		if r.grows && s.disk.full.Load() {
+			results[i] = writeResult{err: ErrDiskFull, rev: a.rev}
 			continue
 		}
 		a.beginRequest()
