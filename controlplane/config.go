@@ -16,6 +16,7 @@ import (
 	"context"
 	"io"
 	"net"
+	"net/http"
 	"strings"
 	"time"
 
@@ -92,6 +93,9 @@ type Config struct {
 	// checks of /readyz (the in-process datastore's).
 	Metrics      prometheus.Gatherer
 	ReadyzChecks []apiserver.ReadyzCheck
+	// WrapHandler, if set, wraps the API's HTTP handler (a host counts
+	// each tenant's requests with it).
+	WrapHandler func(http.Handler) http.Handler
 
 	// Log and Out are where the control plane logs, and where it prints
 	// what a user is told (the API's URL, the kubeconfig; nil: nowhere).

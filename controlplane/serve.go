@@ -159,8 +159,12 @@ func Serve(ctx context.Context, f *Config, client *kubernetes.Client, storageDes
 			return fmt.Errorf("listen on %s:%d: %w", f.BindAddress, f.SecurePort, err)
 		}
 	}
+	handler := api.Handler()
+	if f.WrapHandler != nil {
+		handler = f.WrapHandler(handler)
+	}
 	hs := &http.Server{
-		Handler:           api.Handler(),
+		Handler:           handler,
 		ReadHeaderTimeout: 10 * time.Second,
 		TLSConfig: &tls.Config{
 			GetCertificate: serving.GetCertificate, ClientCAs: clientCAs,

@@ -61,7 +61,9 @@ type HostConfig struct {
 	// schema and a role of its own each, on the handle's bounded pool
 	// (nil: a SQLite file each, under DataDir/tenants/NAME).
 	Shared *sqlstore.Shared
-	Log    zerolog.Logger
+	// Metrics, if set, gets the per-tenant figures (NewMetrics).
+	Metrics *Metrics
+	Log     zerolog.Logger
 }
 
 // Host runs the tenants of the Tenant objects in its API.
@@ -563,6 +565,8 @@ func (h *Host) start(ctx context.Context, t *Tenant, sl *slot, token string, l n
 	}
 	log := h.cfg.Log.With().Str("tenant", t.Name).Logger()
 	opts.Logger = log
+	opts.Registerer = h.cfg.Metrics.storeRegisterer(t.Name)
+	cfg.WrapHandler = h.cfg.Metrics.wrap(t.Name)
 	in := runInstance(context.WithoutCancel(ctx), t.Name, opts, cfg, l, log)
 	sl.in = in
 	name := t.Name
@@ -570,10 +574,12 @@ func (h *Host) start(ctx context.Context, t *Tenant, sl *slot, token string, l n
 		select {
 		case <-in.ready:
 			log.Info().Str("endpoint", h.endpoint(sl.port)).Msg("tenant serving")
+			h.cfg.Metrics.setRunning(name, true)
 		case <-in.done:
 		}
 		h.queue.Add(name)
 		<-in.done
+		h.cfg.Metrics.setRunning(name, false)
 		h.queue.Add(name)
 	}()
 	return in, nil
@@ -592,6 +598,7 @@ func (h *Host) remove(ctx context.Context, t *Tenant) error {
 		}
 	}
 	h.drop(t.Name)
+	h.cfg.Metrics.forget(t.Name)
 	if h.cfg.Shared != nil {
 		if err := h.cfg.Shared.Drop(ctx, sqlTenant(t.Name)); err != nil {
 			return fmt.Errorf("drop tenant %s's schema and role: %w", t.Name, err)

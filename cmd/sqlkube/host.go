@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/tools/clientcmd"
@@ -139,6 +140,13 @@ func runHost(ctx context.Context, f *hostFlags, log zerolog.Logger, out io.Write
 	hcfg := tenant.HostConfig{
 		DataDir: f.dataDir, BindAddress: f.tenantBind, EndpointHost: f.tenantHost, Advertise: f.advertise,
 		PortMin: pmin, PortMax: pmax, QuotaBytes: f.quota, Log: hostLog, FakeNodes: f.fakeNodes, Shared: shared,
+		Metrics: tenant.NewMetrics(),
+	}
+	// The host's /metrics serves the tenants' figures, labelled by tenant.
+	if cfg.Metrics != nil {
+		cfg.Metrics = prometheus.Gatherers{cfg.Metrics, hcfg.Metrics.Registry}
+	} else {
+		cfg.Metrics = hcfg.Metrics.Registry
 	}
 	// The tenants stop before the host's API (whose Serve returns last).
 	var hostRun sync.WaitGroup
