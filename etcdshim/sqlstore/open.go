@@ -10,9 +10,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
 	_ "github.com/mattn/go-sqlite3" // registers the "sqlite3" database/sql driver
 
@@ -183,6 +185,10 @@ func createSQLite(path, uri string) error {
 }
 
 func openPostgres(ctx context.Context, dsn string) (*conns, error) {
+	dsn, err := writablePostgresDSN(dsn)
+	if err != nil {
+		return nil, err
+	}
 	cfg, err := pgx.ParseConfig(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("sqlstore: parse postgres datastore: %w", err)
@@ -239,16 +245,43 @@ func createPostgresDatabase(ctx context.Context, dsn, name string) error {
 		return fmt.Errorf("sqlstore: look up postgres database: %w", err)
 	}
 	if exists {
-		return nil
+		return waitPostgresDatabase(ctx, dsn)
 	}
 	if _, err := admin.Exec(ctx, `CREATE DATABASE `+pgx.Identifier{name}.Sanitize()); err != nil {
 		var again bool
 		if qerr := admin.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)`, name).Scan(&again); qerr == nil && again {
-			return nil // another instance created it first
+			return waitPostgresDatabase(ctx, dsn) // another instance created it first
 		}
 		return fmt.Errorf("sqlstore: create postgres database %q: %w", name, err)
 	}
-	return nil
+	return waitPostgresDatabase(ctx, dsn)
+}
+
+// waitPostgresDatabase waits until a database just created can be
+// connected to through dsn. With several hosts, a standby named before
+// the primary may not have replayed the CREATE DATABASE yet (a
+// synchronous standby acknowledges a commit once it has the WAL, before
+// it applies it), and pgx tries no further host after one that says the
+// database does not exist.
+func waitPostgresDatabase(ctx context.Context, dsn string) error {
+	const bound = 30 * time.Second
+	ctx, cancel := context.WithTimeout(ctx, bound)
+	defer cancel()
+	for {
+		conn, err := pgx.Connect(ctx, dsn)
+		if err == nil {
+			return conn.Close(ctx)
+		}
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || pgErr.Code != "3D000" { // invalid_catalog_name
+			return fmt.Errorf("sqlstore: connect to postgres %s: %w", redact(dsn), err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("sqlstore: connect to postgres %s: the database was created, but a host named before the primary still lacks it after %v: %w", redact(dsn), bound, err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 func openMySQL(ctx context.Context, dsn string) (*conns, error) {

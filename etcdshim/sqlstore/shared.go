@@ -76,6 +76,10 @@ func NewShared(ctx context.Context, dsn string, opts SharedOptions) (*Shared, er
 	if opts.MaxConns < 2 {
 		return nil, fmt.Errorf("sqlstore: a shared pool needs at least 2 connections (one listens), not %d", opts.MaxConns)
 	}
+	dsn, err := writablePostgresDSN(dsn)
+	if err != nil {
+		return nil, err
+	}
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("sqlstore: parse postgres datastore: %w", err)
