@@ -196,7 +196,9 @@ conformance: test-deps
 # test-ha runs the fault tests (apiserver/e2e/ha_*_test.go, TestHA_*):
 # three servers on a private PostgreSQL through a minute of SIGKILLs, a
 # PostgreSQL restart and a paused leader (TestHA_Faults; make test runs it
-# short), and a server on SQLite over a disk whose fsync takes 200 ms,
+# short); three servers on a private primary and its synchronous standby,
+# the primary killed and the standby promoted (TestHA_Failover; not in
+# make test); and a server on SQLite over a disk whose fsync takes 200 ms,
 # then 1 s (TestHA_SlowDisk, a FUSE mount: needs root), with writers and
 # watchers checked afterwards. HA_MODE=short runs each briefly. Their
 # figures (each test's last log line) are what docs/reliability.md reports.

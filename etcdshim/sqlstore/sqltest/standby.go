@@ -134,6 +134,42 @@ func MultiHostDSN(db string, servers ...*PrivatePostgres) string {
 	return fmt.Sprintf("postgres://postgres@%s/%s?sslmode=disable&target_session_attrs=read-write", strings.Join(hosts, ","), db)
 }
 
+// DB opens database db on the server, for a test's own queries (a
+// standby answers read-only ones); it is closed when the test ends.
+func (p *PrivatePostgres) DB(t testing.TB, db string) *sql.DB {
+	t.Helper()
+	conn, err := sql.Open("pgx", p.DSN(db))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
+// WaitReplayed waits until a standby has replayed every WAL record it
+// received (and, its primary gone, will receive no more): what it shows
+// then is what it will have when promoted.
+func (p *PrivatePostgres) WaitReplayed(t testing.TB) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var done bool
+	var err error
+	for {
+		err = p.query(ctx, "postgres", func(db *sql.DB) error {
+			return db.QueryRowContext(ctx, `SELECT pg_last_wal_replay_lsn() >= pg_last_wal_receive_lsn()`).Scan(&done)
+		})
+		if err == nil && done {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the standby has not replayed what it received within 30 s (%v)", err)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
 // Promote ends a standby's recovery (pg_ctl promote) and returns once it
 // accepts writes.
 func (p *PrivatePostgres) Promote(t testing.TB) {
