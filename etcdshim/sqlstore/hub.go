@@ -17,6 +17,10 @@ type hub struct {
 	// first is the lowest revision events is complete for.
 	first int64
 	size  int
+	// gen counts the fences (see diverge); fencedAt is the last one's
+	// revision.
+	gen      uint64
+	fencedAt int64
 	// wake is closed and replaced whenever head moves.
 	wake   chan struct{}
 	closed bool
@@ -132,6 +136,32 @@ func (h *hub) reset(rev int64) {
 	h.events = nil
 	h.first = rev + 1
 	h.head = rev
+	if !h.closed {
+		close(h.wake)
+		h.wake = make(chan struct{})
+	}
+}
+
+// generation returns how many times the hub was fenced, and the last
+// fence's revision. A watch ends when the generation it started in is over.
+func (h *hub) generation() (gen uint64, fencedAt int64) {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	return h.gen, h.fencedAt
+}
+
+// diverge drops the window and moves head to rev, where the store fenced
+// off revisions the database lost (see fence.go). Unlike reset, head may
+// move back: what the hub held above rev may be what was lost. Every
+// watch ends.
+func (h *hub) diverge(rev int64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.events = nil
+	h.first = rev + 1
+	h.head = rev
+	h.gen++
+	h.fencedAt = rev
 	if !h.closed {
 		close(h.wake)
 		h.wake = make(chan struct{})

@@ -17,6 +17,7 @@ type metrics struct {
 	leaseOps    *prometheus.CounterVec
 	diskFull    prometheus.Gauge
 	reserve     prometheus.Gauge
+	fences      prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -58,8 +59,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Namespace: "sqlkube", Subsystem: "store", Name: "disk_reserve_bytes",
 			Help: "Bytes a SQLite datastore holds in reserve for a full disk (0 while it is given back, or without one).",
 		}),
+		fences: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "sqlkube", Subsystem: "store", Name: "fences_total",
+			Help: "Times the database was found to have lost revisions this server had seen (a failover to a standby that lacked them, a restore), and they were fenced off: every watch ended with 410 Gone.",
+		}),
 	}
-	m.collectors = []prometheus.Collector{m.sqlDuration, m.batchSize, m.current, m.compacted, m.dbSize, m.watchers, m.eventsSent, m.leaseOps, m.diskFull, m.reserve}
+	m.collectors = []prometheus.Collector{m.sqlDuration, m.batchSize, m.current, m.compacted, m.dbSize, m.watchers, m.eventsSent, m.leaseOps, m.diskFull, m.reserve, m.fences}
 	if reg != nil {
 		for _, c := range m.collectors {
 			_ = reg.Register(c)

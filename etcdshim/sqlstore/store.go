@@ -142,6 +142,13 @@ type Store struct {
 	// compactedAt is the known revision at the last automatic compaction
 	// check: with no write since, there is nothing to compact.
 	compactedAt atomic.Int64
+	// fenceWanted makes the writer's next batch fence off revisions the
+	// database lost (see fence.go); fenceRunning is set while an empty
+	// write runs to make a batch. verifyFrom, when not 0, is where the
+	// hub stood when the LISTEN connection was lost: the follower
+	// compares the log with the hub from there (verifyAfterReconnect).
+	fenceWanted, fenceRunning atomic.Bool
+	verifyFrom                atomic.Int64
 }
 
 // Open connects to the datastore, creating the database and applying the

@@ -113,11 +113,26 @@ func (s *Store) runFollower() {
 }
 
 // catchUp reads the log from the hub's head to the database's revision.
+// A database behind the hub lost revisions the hub has: the writer fences
+// them off (see fence.go).
 func (s *Store) catchUp(ctx context.Context) error {
+	if err := s.verifyAfterReconnect(ctx); err != nil {
+		return err
+	}
 	for {
+		// The head before the read: the hub holds only committed
+		// revisions, so a database that has lost none is at least there.
+		// (The head after it may be further on: the local writer.)
+		before, _ := s.hub.state()
 		cur, err := s.CurrentRevision(ctx)
 		if err != nil {
 			return err
+		}
+		if cur < before {
+			s.log.Error().Int64("revision", cur).Int64("seen", before).Msg("the database's revision is below one this server has seen: commits it saw were lost " +
+				"(a failover to a standby that lacked them, or a restore of an older backup); fencing them off: watches end with 410 Gone and clients relist")
+			s.requestFence()
+			return nil
 		}
 		head, _ := s.hub.state()
 		if cur <= head {
@@ -154,6 +169,12 @@ func (s *Store) listenPostgres(ctx context.Context, notified chan<- struct{}) {
 			}
 			s.listening.Store(true)
 			defer s.listening.Store(false)
+			// Once lost, the connection may come back on another server
+			// (a failover): check then that it has what the hub has.
+			defer func() {
+				head, _ := s.hub.state()
+				s.verifyFrom.CompareAndSwap(0, head)
+			}()
 			// A commit may have happened while we were not listening.
 			select {
 			case notified <- struct{}{}:
@@ -195,6 +216,7 @@ type Watch struct {
 	deliver  func(WatchBatch) error
 	cancel   context.CancelFunc
 	done     chan struct{}
+	gen      uint64     // the hub's generation the watch started in
 	mu       sync.Mutex // guards sent, sentWake, err, compacted
 	sent     int64
 	sentWake chan struct{}
@@ -209,6 +231,7 @@ type Watch struct {
 // ctx ends, deliver fails, or history it needs was compacted (Err says so).
 // A startRev at or below the compacted revision fails with ErrCompacted.
 func (s *Store) Watch(ctx context.Context, key, end []byte, startRev int64, deliver func(WatchBatch) error) (*Watch, error) {
+	gen, _ := s.hub.generation()
 	cur, compacted := s.KnownRevisions()
 	if startRev <= 0 {
 		startRev = cur + 1
@@ -218,7 +241,7 @@ func (s *Store) Watch(ctx context.Context, key, end []byte, startRev int64, deli
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	w := &Watch{s: s, kr: newKeyRange(key, end), deliver: deliver, cancel: cancel, done: make(chan struct{}),
-		sent: startRev - 1, sentWake: make(chan struct{})}
+		gen: gen, sent: startRev - 1, sentWake: make(chan struct{})}
 	s.metrics.watchers.Inc()
 	go w.run(ctx, startRev)
 	return w, nil
@@ -292,6 +315,14 @@ func (w *Watch) run(ctx context.Context, next int64) {
 	for {
 		head, wake := w.s.hub.state()
 		if w.s.hub.isClosed() {
+			return
+		}
+		if gen, fencedAt := w.s.hub.generation(); gen != w.gen {
+			// The database lost revisions this watch may have
+			// delivered: its client must start over.
+			w.mu.Lock()
+			w.err, w.compact = ErrCompacted, fencedAt
+			w.mu.Unlock()
 			return
 		}
 		if next <= head {

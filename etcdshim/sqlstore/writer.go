@@ -155,7 +155,13 @@ func (s *Store) applyBatch(batch []*writeReq) ([]writeResult, error) {
 	if err := tx.QueryRowContext(ctx, s.d.lockRevision).Scan(&rev, &compacted); err != nil {
 		return nil, fmt.Errorf("sqlstore: lock revision: %w", err)
 	}
-	first := rev
+	first, firstCompacted := rev, compacted
+	// A database that lost revisions this store has seen: move past them
+	// and compact them away before anything reuses them (see fence.go).
+	fence := s.fenceTarget(rev, compacted)
+	if fence > 0 {
+		rev, compacted = fence, fence
+	}
 	a := &applier{s: s, ctx: ctx, qx: tx, rev: rev, compacted: compacted, writable: true}
 	if s.d.readAhead {
 		a.keepKnown = true
@@ -211,7 +217,7 @@ func (s *Store) applyBatch(batch []*writeReq) ([]writeResult, error) {
 			}
 		}
 	}
-	if a.compacted != compacted {
+	if a.compacted != firstCompacted {
 		if _, err := tx.ExecContext(ctx, s.q(`UPDATE kv_meta SET val = ? WHERE name = 'compact_revision'`), a.compacted); err != nil {
 			return nil, fmt.Errorf("sqlstore: set compact revision: %w", err)
 		}
@@ -221,9 +227,13 @@ func (s *Store) applyBatch(batch []*writeReq) ([]writeResult, error) {
 	}
 	s.metrics.sqlDuration.WithLabelValues("write").Observe(time.Since(start).Seconds())
 	s.metrics.batchSize.Observe(float64(len(batch)))
-	if a.rev != first || a.compacted != compacted {
+	if a.rev != first || a.compacted != firstCompacted {
 		s.saw(a.rev, a.compacted)
 		s.metrics.setRevisions(a.rev, a.compacted)
+	}
+	if fence > 0 {
+		s.fenced(fence)
+		first = fence
 	}
 	if a.rev != first {
 		s.hub.publishLocal(first, a.rev, events)
