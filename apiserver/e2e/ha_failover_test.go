@@ -125,7 +125,8 @@ func TestHA_Failover(t *testing.T) {
 		if a.sent.After(kill.Add(gone)) && a.done.Before(promoteAt) {
 			unbacked = append(unbacked, fmt.Sprintf("%s was acknowledged (resourceVersion %d) while there was no primary", a.name, a.rv))
 		}
-		if a.rv > standbyRev && (resumed < 0 || a.done.Sub(kill) < resumed) {
+		// Sent once the old primary was gone: answered by the new one.
+		if a.sent.After(kill.Add(gone)) && (resumed < 0 || a.done.Sub(kill) < resumed) {
 			resumed = a.done.Sub(kill)
 		}
 	}
@@ -139,22 +140,47 @@ func TestHA_Failover(t *testing.T) {
 	c.leaderMu.Lock()
 	sampled, overlaps := c.sampled, len(c.overlaps)
 	c.leaderMu.Unlock()
-	t.Logf("failover run (%s standby): %d writes acknowledged of %d attempted (%d failed), %d lost; primary killed %v into the load, standby promoted %v later (pg_ctl promote took %v); first write acknowledged on the new primary %v after the kill (%v after the promotion); longest time no writer got an acknowledgement: %v (longest for one writer: %v); resourceVersions: standby at %d, highest a client had %d, %d acknowledged or delivered for two configmaps, %d across the failover out of order; %d watch events over %d watchers, %d relists after 410, %d events out of order or repeated, %d watchers whose view differs from the database, %d servers whose list does; %d leader samples, %d with two leaders",
+	fences := c.fences()
+	t.Logf("failover run (%s standby): %d writes acknowledged of %d attempted (%d failed), %d lost; primary killed %v into the load, standby promoted %v later (pg_ctl promote took %v); first write acknowledged on the new primary %v after the kill (%v after the promotion); longest time no writer got an acknowledgement: %v (longest for one writer: %v); resourceVersions: standby at %d, highest a client had %d, %d acknowledged or delivered for two configmaps, %d across the failover out of order; %d watch events over %d watchers, %d relists after 410, %d events out of order or repeated, %d watchers whose view differs from the database, %d servers whose list does; %d fences; %d leader samples, %d with two leaders",
 		repl, len(acks), c.fig.attempts, c.fig.failed, len(r.lost), kill.Sub(c.begin).Round(time.Millisecond), promoteAt.Sub(kill).Round(time.Millisecond), promoted.Round(time.Millisecond),
 		resumed.Round(time.Millisecond), (resumed - promoteAt.Sub(kill)).Round(time.Millisecond), noWriter.Round(time.Millisecond),
 		c.fig.maxGap.Round(time.Millisecond), standbyRev, seen, len(r.reused), len(backwards), r.events, len(c.watchers), r.relists,
-		len(r.disorder), len(r.unequal), len(r.served), sampled, overlaps)
+		len(r.disorder), len(r.unequal), len(r.served), fences, sampled, overlaps)
 
 	if repl == sqltest.Asynchronous {
-		// The demonstration: what an asynchronous standby loses, and
-		// that the checks find it.
-		for _, what := range [][]string{r.lost, backwards, unbacked, r.reused, r.served, r.unequal, r.disorder} {
+		// What an asynchronous standby loses: acknowledged writes, and
+		// revisions clients had, which the new primary hands out again.
+		for _, what := range [][]string{r.lost, backwards, r.reused} {
 			for _, s := range what[:min(5, len(what))] {
 				t.Log(s)
 			}
 		}
+		for _, f := range c.servers {
+			t.Logf("%s on the lost revisions:\n%s", f.name, f.current().logLines(10, "lost", "fenc"))
+		}
 		if len(r.lost) == 0 || seen <= standbyRev {
 			t.Errorf("the asynchronous standby lost nothing a client had seen (%d writes lost; standby at %d, clients at %d): the run shows nothing", len(r.lost), standbyRev, seen)
+		}
+		// But no silent gap: the servers fence the lost revisions off,
+		// their watchers relist, and what every server lists and every
+		// watcher sees is the database's.
+		if fences == 0 {
+			t.Errorf("no server fenced off the lost revisions")
+		}
+		if r.relists == 0 {
+			t.Errorf("no watcher relisted after the loss")
+		}
+		for _, s := range r.served {
+			t.Error(s)
+		}
+		for _, s := range r.unequal {
+			t.Error(s)
+		}
+		for _, s := range r.disorder {
+			t.Error(s)
+		}
+		for _, s := range unbacked[:min(10, len(unbacked))] {
+			t.Error(s)
 		}
 		return
 	}

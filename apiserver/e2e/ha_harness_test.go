@@ -637,10 +637,33 @@ func (c *faultCluster) check(t *testing.T, db *sql.DB) *faultCheck {
 	return r
 }
 
-// fail fails the test for each thing the check found, and for two
-// leaders at once.
+// fences counts the times a server found that the database had lost
+// revisions it had seen, and fenced them off (etcdshim/sqlstore/fence.go),
+// in the logs of every run of every server.
+func (c *faultCluster) fences() int {
+	n := 0
+	for _, f := range c.servers {
+		f.mu.Lock()
+		logs := slices.Clone(f.logs)
+		s := f.cur
+		f.mu.Unlock()
+		if s != nil {
+			logs = append(logs, s.logs())
+		}
+		for _, l := range logs {
+			n += strings.Count(l, "fenced off lost revisions")
+		}
+	}
+	return n
+}
+
+// fail fails the test for each thing the check found, for two leaders at
+// once, and for a fence: the database lost nothing.
 func (c *faultCluster) fail(t *testing.T, r *faultCheck) {
 	t.Helper()
+	if n := c.fences(); n > 0 {
+		t.Errorf("servers fenced off lost revisions %d times, though the database lost none", n)
+	}
 	for _, l := range r.lost[:min(10, len(r.lost))] {
 		t.Errorf("acknowledged write %s", l)
 	}

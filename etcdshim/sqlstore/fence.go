@@ -19,8 +19,8 @@ import (
 //
 // So when a store finds that the database has lost revisions it has
 // seen, it fences them off: one write transaction moves the revision up
-// past every revision the store has seen, so none is handed out twice,
-// and compacts everything below; the hub drops its window and ends every
+// past every revision the store has seen (by fenceMargin), so none is
+// handed out twice, and compacts everything below; the hub drops its window and ends every
 // watch with ErrCompacted, and the other stores on the database end
 // theirs when they read the compaction. Clients get 410 Gone and relist.
 // What was lost stays lost (that is the database's loss), but no client
@@ -61,10 +61,18 @@ func (s *Store) fenceTarget(rev, compacted int64) int64 {
 		s.log.Warn().Int64("revision", rev).Msg("the database was fenced past every revision this server has seen, by another server: every watch here ended (410 Gone)")
 		return 0
 	}
-	// One revision past everything seen, so that the fence commits a
-	// revision of its own, which tells the other stores.
-	return max(rev, known) + 1
+	return max(rev, known) + fenceMargin
 }
+
+// fenceMargin is how far past the highest revision it has seen a store
+// fences. Other stores may have seen more of the lost history than this
+// one (they followed the old primary a little further); a fence past it
+// all is the only one, and no client of any of them can resume from a
+// revision the fence leaves readable. The margin is what an old primary
+// may have committed beyond what this store saw; a larger loss is fenced
+// again by the stores that saw more, when they find it. It also makes
+// the fence a revision of its own, which tells the other stores.
+const fenceMargin = 1 << 20
 
 // fenced is called after a batch that fenced to target committed.
 func (s *Store) fenced(target int64) {
