@@ -138,14 +138,14 @@ func TestHA_Failover(t *testing.T) {
 	}
 
 	c.leaderMu.Lock()
-	sampled, overlaps := c.sampled, len(c.overlaps)
+	sampled, led, overlaps := c.sampled, c.led, len(c.overlaps)
 	c.leaderMu.Unlock()
 	fences := c.fences()
-	t.Logf("failover run (%s standby): %d writes acknowledged of %d attempted (%d failed), %d lost; primary killed %v into the load, standby promoted %v later (pg_ctl promote took %v); first write acknowledged on the new primary %v after the kill (%v after the promotion); longest time no writer got an acknowledgement: %v (longest for one writer: %v); resourceVersions: standby at %d, highest a client had %d, %d acknowledged or delivered for two configmaps, %d across the failover out of order; %d watch events over %d watchers, %d relists after 410, %d events out of order or repeated, %d watchers whose view differs from the database, %d servers whose list does; %d fences; %d leader samples, %d with two leaders",
+	t.Logf("failover run (%s standby): %d writes acknowledged of %d attempted (%d failed), %d lost; primary killed %v into the load, standby promoted %v later (pg_ctl promote took %v); first write acknowledged on the new primary %v after the kill (%v after the promotion); longest time no writer got an acknowledgement: %v (longest for one writer: %v); resourceVersions: standby at %d, highest a client had %d, %d acknowledged or delivered for two configmaps, %d across the failover out of order; %d watch events over %d watchers, %d relists after 410, %d events out of order or repeated, %d watchers whose view differs from the database, %d servers whose list does; %d fences; %d leader samples (%d with a leader), %d with two leaders",
 		repl, len(acks), c.fig.attempts, c.fig.failed, len(r.lost), kill.Sub(c.begin).Round(time.Millisecond), promoteAt.Sub(kill).Round(time.Millisecond), promoted.Round(time.Millisecond),
 		resumed.Round(time.Millisecond), (resumed - promoteAt.Sub(kill)).Round(time.Millisecond), noWriter.Round(time.Millisecond),
 		c.fig.maxGap.Round(time.Millisecond), standbyRev, seen, len(r.reused), len(backwards), r.events, len(c.watchers), r.relists,
-		len(r.disorder), len(r.unequal), len(r.served), fences, sampled, overlaps)
+		len(r.disorder), len(r.unequal), len(r.served), fences, sampled, led, overlaps)
 
 	if repl == sqltest.Asynchronous {
 		// What an asynchronous standby loses: acknowledged writes, and

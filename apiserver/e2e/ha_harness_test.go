@@ -380,6 +380,9 @@ type faultCluster struct {
 	leaderMu sync.Mutex
 	overlaps []string
 	sampled  int
+	// led counts the samples in which some server led some lease: none
+	// would mean the samples could not have seen two leaders either.
+	led int
 }
 
 // newFaultCluster starts three servers on dsn (the second and third
@@ -481,6 +484,9 @@ func (c *faultCluster) startLoad() {
 			l := leaders(runCtx, c.servers, c.clients)
 			c.leaderMu.Lock()
 			c.sampled++
+			if len(l) > 0 {
+				c.led++
+			}
 			for lease, who := range l {
 				if len(who) > 1 {
 					c.overlaps = append(c.overlaps, fmt.Sprintf("%v: %s led by %v at once", c.since(), lease, who))
@@ -684,6 +690,9 @@ func (c *faultCluster) fail(t *testing.T, r *faultCheck) {
 	}
 	c.leaderMu.Lock()
 	defer c.leaderMu.Unlock()
+	if c.led == 0 {
+		t.Errorf("none of %d leader samples found a server leading a lease: they could not have found two", c.sampled)
+	}
 	if len(c.overlaps) > 0 {
 		t.Errorf("%d of %d leader samples had two leaders: %v", len(c.overlaps), c.sampled, c.overlaps[:min(5, len(c.overlaps))])
 		for _, f := range c.servers {
