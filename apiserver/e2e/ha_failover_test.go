@@ -113,28 +113,28 @@ func TestHA_Failover(t *testing.T) {
 	var backwards, unbacked []string
 	var resumed time.Duration = -1 // from the kill to the first write acknowledged on the new primary
 	c.fig.mu.Lock()
-	acks := slices.Clone(c.fig.acks)
+	acks := slices.Clone(c.fig.writes)
 	c.fig.mu.Unlock()
 	for _, a := range acks {
-		if a.done.Before(promoteAt) && a.rv > standbyRev {
+		if a.at.Before(promoteAt) && a.rv > standbyRev {
 			backwards = append(backwards, fmt.Sprintf("%s acknowledged at resourceVersion %d before the promotion, above the standby's %d", a.name, a.rv, standbyRev))
 		}
-		if a.sent.After(promoteAt) && a.rv <= standbyRev {
+		if a.sent().After(promoteAt) && a.rv <= standbyRev {
 			backwards = append(backwards, fmt.Sprintf("%s sent after the promotion got resourceVersion %d, not above the standby's %d", a.name, a.rv, standbyRev))
 		}
-		if a.sent.After(kill.Add(gone)) && a.done.Before(promoteAt) {
+		if a.sent().After(kill.Add(gone)) && a.at.Before(promoteAt) {
 			unbacked = append(unbacked, fmt.Sprintf("%s was acknowledged (resourceVersion %d) while there was no primary", a.name, a.rv))
 		}
 		// Sent once the old primary was gone: answered by the new one.
-		if a.sent.After(kill.Add(gone)) && (resumed < 0 || a.done.Sub(kill) < resumed) {
-			resumed = a.done.Sub(kill)
+		if a.sent().After(kill.Add(gone)) && (resumed < 0 || a.at.Sub(kill) < resumed) {
+			resumed = a.at.Sub(kill)
 		}
 	}
 	// The longest stretch in which no writer got an acknowledgement.
-	slices.SortFunc(acks, func(a, b faultAck) int { return a.done.Compare(b.done) })
+	slices.SortFunc(acks, func(a, b ackedWrite) int { return a.at.Compare(b.at) })
 	var noWriter time.Duration
 	for i := 1; i < len(acks); i++ {
-		noWriter = max(noWriter, acks[i].done.Sub(acks[i-1].done))
+		noWriter = max(noWriter, acks[i].at.Sub(acks[i-1].at))
 	}
 
 	c.leaderMu.Lock()
@@ -205,7 +205,7 @@ func (c *faultCluster) highestSeen() (int64, string) {
 	var rv int64
 	what := "nothing"
 	c.fig.mu.Lock()
-	for _, a := range c.fig.acks {
+	for _, a := range c.fig.writes {
 		if a.rv > rv {
 			rv, what = a.rv, "the create of "+a.name
 		}

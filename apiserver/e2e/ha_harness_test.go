@@ -105,7 +105,6 @@ func (f *faultServer) kill() {
 type faultFigures struct {
 	mu                sync.Mutex
 	acked             map[string]string // configmap name → resourceVersion acknowledged
-	acks              []faultAck        // every acknowledged write, in the order acknowledged
 	attempts, failed  int
 	maxGap            time.Duration // longest time a writer went without an acknowledged write
 	kills, recoveries int
@@ -113,23 +112,21 @@ type faultFigures struct {
 	pgRestarts        int
 	pauses            int
 	relists           int
-	// writes are the acknowledged writes' times, in the order acknowledged.
+	// writes are the acknowledged writes, in the order acknowledged.
 	writes []ackedWrite
 }
 
-// ackedWrite is when a write was acknowledged and how long it took.
+// ackedWrite is an acknowledged write: the configmap, its
+// resourceVersion, when it was acknowledged and how long it took.
 type ackedWrite struct {
+	name string
+	rv   int64
 	at   time.Time
 	took time.Duration
 }
 
-// faultAck is one acknowledged write: when its request was sent and
-// when its answer came.
-type faultAck struct {
-	name       string
-	rv         int64
-	sent, done time.Time
-}
+// sent is when the write's request was sent.
+func (w ackedWrite) sent() time.Time { return w.at.Add(-w.took) }
 
 // faultWriter creates configmaps as fast as it can, starting on server
 // first and moving to the next server when one fails (a client with
@@ -162,8 +159,7 @@ func faultWriter(ctx context.Context, id int, servers []*faultServer, clients fu
 		if err == nil {
 			fig.acked[name] = rv
 			n, _ := strconv.ParseInt(rv, 10, 64)
-			fig.acks = append(fig.acks, faultAck{name: name, rv: n, sent: sent, done: now})
-			fig.writes = append(fig.writes, ackedWrite{at: now, took: now.Sub(sent)})
+			fig.writes = append(fig.writes, ackedWrite{name: name, rv: n, at: now, took: now.Sub(sent)})
 			fig.maxGap = max(fig.maxGap, now.Sub(lastAck))
 			lastAck = now
 		} else {
@@ -588,7 +584,7 @@ func (c *faultCluster) check(t *testing.T, db *sql.DB) *faultCheck {
 	}
 	c.fig.mu.Lock()
 	byRV := map[int64]string{}
-	for _, a := range c.fig.acks {
+	for _, a := range c.fig.writes {
 		if have := r.final[a.name]; have != strconv.FormatInt(a.rv, 10) {
 			r.lost = append(r.lost, fmt.Sprintf("%s (resourceVersion %d) is %q after the run", a.name, a.rv, have))
 		}
@@ -674,7 +670,7 @@ func (c *faultCluster) fail(t *testing.T, r *faultCheck) {
 		t.Errorf("acknowledged write %s", l)
 	}
 	if len(r.lost) > 0 {
-		t.Errorf("%d of %d acknowledged writes lost", len(r.lost), len(c.fig.acks))
+		t.Errorf("%d of %d acknowledged writes lost", len(r.lost), len(c.fig.writes))
 	}
 	for _, s := range r.reused[:min(10, len(r.reused))] {
 		t.Errorf("a resourceVersion was reused: %s", s)
