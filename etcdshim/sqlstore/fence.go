@@ -57,6 +57,7 @@ func (s *Store) fenceTarget(rev, compacted int64) int64 {
 		return 0
 	case compacted >= known:
 		s.fenceWanted.Store(false)
+		s.verifyFrom.Store(0)
 		s.hub.diverge(rev)
 		s.log.Warn().Int64("revision", rev).Msg("the database was fenced past every revision this server has seen, by another server: every watch here ended (410 Gone)")
 		return 0
@@ -77,6 +78,8 @@ const fenceMargin = 1 << 20
 // fenced is called after a batch that fenced to target committed.
 func (s *Store) fenced(target int64) {
 	s.fenceWanted.Store(false)
+	// Every watch ends: nothing seen before is left to check.
+	s.verifyFrom.Store(0)
 	s.hub.diverge(target)
 	s.metrics.fences.Inc()
 	s.log.Warn().Int64("revision", target).Msg("fenced off lost revisions: revision and compacted revision moved here, every watch ended")
