@@ -128,9 +128,9 @@ func TestHA_Faults(t *testing.T) {
 	c.leaderMu.Lock()
 	sampled, led, overlaps := c.sampled, c.led, len(c.overlaps)
 	c.leaderMu.Unlock()
-	t.Logf("fault run: %v of faults; %d writes acknowledged of %d attempted (%d failed); %d kills, %d recoveries (longest restart to serving %v); %d PostgreSQL restarts; %d leader pauses; %d watch events over %d watchers, %d relists after 410; longest a writer went without an acknowledged write: %v; %d leader samples (%d with a leader), %d with two leaders",
+	t.Logf("fault run: %v of faults; %d writes acknowledged of %d attempted (%d failed); %d kills, %d recoveries (longest restart to serving %v); %d PostgreSQL restarts; %d leader pauses; %d watch events over %d watchers, %d relists after 410; longest a writer went without an acknowledged write: %v; %d leader samples (%d with a leader), %d with two leaders; %d unacknowledged creates committed after the first read of the database",
 		chaos, len(fig.acked), fig.attempts, fig.failed, fig.kills, fig.recoveries, fig.maxRecovery.Round(time.Millisecond),
-		fig.pgRestarts, fig.pauses, r.events, len(c.watchers), fig.relists, fig.maxGap.Round(time.Millisecond), sampled, led, overlaps)
+		fig.pgRestarts, fig.pauses, r.events, len(c.watchers), fig.relists, fig.maxGap.Round(time.Millisecond), sampled, led, overlaps, r.late)
 	if len(fig.acked) == 0 || fig.kills == 0 {
 		t.Errorf("the run proved nothing: %d writes, %d kills", len(fig.acked), fig.kills)
 	}
