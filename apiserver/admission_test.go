@@ -18,6 +18,7 @@ import (
 
 	"github.com/sqlkube/sqlkube/apiserver"
 	"github.com/sqlkube/sqlkube/controllers/manager"
+	"github.com/sqlkube/sqlkube/election"
 )
 
 // newAdmissionServer starts a server with every admission plugin and the
@@ -37,7 +38,7 @@ func newAdmissionServer(t *testing.T) *rest.Config {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- manager.Run(ctx, api.Loopback(), o, false) }()
+	go func() { done <- manager.Run(ctx, api.Loopback(), o, election.Policy{}) }()
 	// Registered after the server's own cleanup: runs first.
 	t.Cleanup(func() {
 		cancel()

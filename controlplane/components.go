@@ -14,6 +14,7 @@ import (
 
 	"github.com/sqlkube/sqlkube/apiserver/pki"
 	"github.com/sqlkube/sqlkube/controllers/manager"
+	"github.com/sqlkube/sqlkube/election"
 	"github.com/sqlkube/sqlkube/scheduler"
 )
 
@@ -133,7 +134,7 @@ func (c *components) run(ctx context.Context, cfg *rest.Config, log zerolog.Logg
 		cfg.UserAgent = "sqlkube-controller-manager"
 		wg.Go(func() {
 			defer utilruntime.HandleCrash() // a panic stops this component only
-			if err := manager.Run(ctx, cfg, o, true); err != nil && !errors.Is(err, context.Canceled) {
+			if err := manager.Run(ctx, cfg, o, election.Policy{Recampaign: true}); err != nil && !errors.Is(err, context.Canceled) {
 				log.Error().Err(err).Msg("controller manager stopped")
 			}
 		})
@@ -167,7 +168,7 @@ func (c *components) run(ctx context.Context, cfg *rest.Config, log zerolog.Logg
 		cfg := rest.CopyConfig(cfg)
 		wg.Go(func() {
 			defer utilruntime.HandleCrash()
-			if err := scheduler.Run(ctx, cfg, sc, true); err != nil && !errors.Is(err, context.Canceled) {
+			if err := scheduler.Run(ctx, cfg, sc, election.Policy{Recampaign: true}); err != nil && !errors.Is(err, context.Canceled) {
 				log.Error().Err(err).Msg("scheduler stopped")
 			}
 		})

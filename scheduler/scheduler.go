@@ -134,10 +134,11 @@ func (o *Options) RESTConfig(cc *schedconfig.KubeSchedulerConfiguration) (*rest.
 	return cfg, nil
 }
 
-// Run schedules pods over cfg until ctx ends, while this process holds the
-// scheduler's Lease when leader election is on (recampaign: stand again
-// after losing it rather than return election.ErrLost).
-func Run(ctx context.Context, cfg *rest.Config, cc *schedconfig.KubeSchedulerConfiguration, recampaign bool) error {
+// Run schedules pods over cfg until ctx ends, while p's Elector says this
+// process may, or else, when leader election is on, while it holds the
+// scheduler's Lease (p.Recampaign: stand again after losing it rather
+// than return election.ErrLost).
+func Run(ctx context.Context, cfg *rest.Config, cc *schedconfig.KubeSchedulerConfiguration, p election.Policy) error {
 	cfg = rest.CopyConfig(cfg)
 	cfg.DisableCompression = true
 	cfg.QPS, cfg.Burst = cc.ClientConnection.QPS, int(cc.ClientConnection.Burst)
@@ -145,16 +146,20 @@ func Run(ctx context.Context, cfg *rest.Config, cc *schedconfig.KubeSchedulerCon
 		cfg.ContentType = cc.ClientConnection.ContentType
 	}
 	cfg.AcceptContentTypes = cc.ClientConnection.AcceptContentTypes
-	le := cc.LeaderElection
-	if !le.LeaderElect {
-		return schedule(ctx, cfg, cc)
+	el := p.Elector
+	if el == nil {
+		le := cc.LeaderElection
+		if !le.LeaderElect {
+			return schedule(ctx, cfg, cc)
+		}
+		el = election.Lease(election.Options{
+			Config: cfg, Namespace: le.ResourceNamespace, Name: le.ResourceName,
+			LeaseDuration: le.LeaseDuration.Duration, RenewDeadline: le.RenewDeadline.Duration, RetryPeriod: le.RetryPeriod.Duration,
+			Recampaign: p.Recampaign,
+		})
 	}
 	var runErr error
-	err := election.Run(ctx, election.Options{
-		Config: cfg, Namespace: le.ResourceNamespace, Name: le.ResourceName,
-		LeaseDuration: le.LeaseDuration.Duration, RenewDeadline: le.RenewDeadline.Duration, RetryPeriod: le.RetryPeriod.Duration,
-		Recampaign: recampaign,
-	}, func(ctx context.Context) {
+	err := el.Run(ctx, func(ctx context.Context) {
 		if err := schedule(ctx, cfg, cc); err != nil {
 			klog.FromContext(ctx).Error(err, "scheduler stopped")
 			runErr = err

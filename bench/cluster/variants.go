@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/sqlkube/sqlkube/election"
 	"github.com/sqlkube/sqlkube/scheduler"
 )
 
@@ -374,7 +375,7 @@ func startSqlkubeScheduler(ctx context.Context, kubeconfig string, args []string
 		return err
 	}
 	go func() {
-		err := scheduler.Run(ctx, cfg, sc, false)
+		err := scheduler.Run(ctx, cfg, sc, election.Policy{})
 		if errors.Is(err, context.Canceled) {
 			err = nil
 		}

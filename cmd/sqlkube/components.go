@@ -14,6 +14,7 @@ import (
 	"k8s.io/component-base/metrics/legacyregistry"
 
 	"github.com/sqlkube/sqlkube/controllers/manager"
+	"github.com/sqlkube/sqlkube/election"
 	"github.com/sqlkube/sqlkube/scheduler"
 )
 
@@ -48,7 +49,7 @@ func newControllerManagerCommand(lf *logFlags) *cobra.Command {
 				return err
 			}
 			log.Info().Str("kubeconfig", o.Kubeconfig()).Msg("controller manager starting")
-			err = manager.Run(ctx, cfg, o, false)
+			err = manager.Run(ctx, cfg, o, election.Policy{})
 			log.Info().Msg("controller manager stopped")
 			return err
 		},
@@ -90,7 +91,7 @@ func newSchedulerCommand(lf *logFlags) *cobra.Command {
 				return err
 			}
 			log.Info().Msg("scheduler starting")
-			err = scheduler.Run(ctx, cfg, sc, false)
+			err = scheduler.Run(ctx, cfg, sc, election.Policy{})
 			log.Info().Msg("scheduler stopped")
 			return err
 		},

@@ -94,11 +94,12 @@ func (o *Options) Set(name, value string) error {
 // Kubeconfig is --kubeconfig's value ("" when not given).
 func (o *Options) Kubeconfig() string { return o.kcm.Generic.ClientConnection.Kubeconfig }
 
-// Run runs the enabled controllers over cfg until ctx ends. With leader
-// election on (the default, --leader-elect), they run only while this
-// process holds the Lease; recampaign keeps standing after losing it
+// Run runs the enabled controllers over cfg until ctx ends, while p's
+// Elector says this process may, or else, with leader election on (the
+// default, --leader-elect), while it holds the Lease the --leader-elect*
+// flags name; p.Recampaign keeps standing after losing that Lease
 // instead of returning election.ErrLost.
-func Run(ctx context.Context, cfg *rest.Config, o *Options, recampaign bool) error {
+func Run(ctx context.Context, cfg *rest.Config, o *Options, p election.Policy) error {
 	all, disabled, aliases := app.KnownControllers(), app.ControllersDisabledByDefault(), app.ControllerAliases()
 	if err := o.kcm.Validate(all, disabled, aliases); err != nil {
 		return fmt.Errorf("controller manager: %w", err)
@@ -127,16 +128,20 @@ func Run(ctx context.Context, cfg *rest.Config, o *Options, recampaign bool) err
 	broadcaster.StartRecordingToSink(&v1core.EventSinkImpl{Interface: client.CoreV1().Events("")})
 	defer broadcaster.Shutdown()
 
-	le := completed.ComponentConfig.Generic.LeaderElection
-	if !le.LeaderElect {
-		return runControllers(ctx, completed)
+	el := p.Elector
+	if el == nil {
+		le := completed.ComponentConfig.Generic.LeaderElection
+		if !le.LeaderElect {
+			return runControllers(ctx, completed)
+		}
+		el = election.Lease(election.Options{
+			Config: cfg, Namespace: le.ResourceNamespace, Name: le.ResourceName,
+			LeaseDuration: le.LeaseDuration.Duration, RenewDeadline: le.RenewDeadline.Duration, RetryPeriod: le.RetryPeriod.Duration,
+			Recampaign: p.Recampaign,
+		})
 	}
 	var runErr error
-	err = election.Run(ctx, election.Options{
-		Config: cfg, Namespace: le.ResourceNamespace, Name: le.ResourceName,
-		LeaseDuration: le.LeaseDuration.Duration, RenewDeadline: le.RenewDeadline.Duration, RetryPeriod: le.RetryPeriod.Duration,
-		Recampaign: recampaign,
-	}, func(ctx context.Context) {
+	err = el.Run(ctx, func(ctx context.Context) {
 		if err := runControllers(ctx, completed); err != nil {
 			klog.FromContext(ctx).Error(err, "controller manager stopped")
 			runErr = err
