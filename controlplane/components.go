@@ -38,6 +38,20 @@ type Components struct {
 	// ClusterCIDR is where the node-ipam controller takes nodes' pod
 	// CIDRs from ("": nodes get none).
 	ClusterCIDR string
+	// Elector, if set, decides when the controller manager and the
+	// scheduler run, in place of their own Leases
+	// (kube-system/kube-controller-manager and kube-system/kube-scheduler,
+	// each read and renewed every 2 s, through the API and so the
+	// datastore). `sqlkube server` leaves it nil: its servers on one
+	// datastore elect one controller manager and one scheduler through
+	// those Leases. A tenant host sets it: the host decides which of its
+	// tenants' components run (tenant.Host), and an idle tenant renews
+	// nothing.
+	//
+	// The Elector must never let two processes run one cluster's
+	// components at once: two controller managers would fight over every
+	// object.
+	Elector election.Elector
 }
 
 // components are what the control plane needs to run the controller
@@ -121,7 +135,8 @@ func (c *components) controllerOptions() (*manager.Options, error) {
 
 // run starts the controller manager and the scheduler over cfg (the
 // loopback) until ctx ends; wait blocks until both have stopped. Each
-// stands for its Lease and, having lost it, stands again.
+// runs while the Elector lets it, or else stands for its Lease and,
+// having lost it, stands again.
 func (c *components) run(ctx context.Context, cfg *rest.Config, log zerolog.Logger) (wait func(), err error) {
 	var wg sync.WaitGroup
 	var started []string
@@ -134,7 +149,7 @@ func (c *components) run(ctx context.Context, cfg *rest.Config, log zerolog.Logg
 		cfg.UserAgent = "sqlkube-controller-manager"
 		wg.Go(func() {
 			defer utilruntime.HandleCrash() // a panic stops this component only
-			if err := manager.Run(ctx, cfg, o, election.Policy{Recampaign: true}); err != nil && !errors.Is(err, context.Canceled) {
+			if err := manager.Run(ctx, cfg, o, c.policy()); err != nil && !errors.Is(err, context.Canceled) {
 				log.Error().Err(err).Msg("controller manager stopped")
 			}
 		})
@@ -168,12 +183,26 @@ func (c *components) run(ctx context.Context, cfg *rest.Config, log zerolog.Logg
 		cfg := rest.CopyConfig(cfg)
 		wg.Go(func() {
 			defer utilruntime.HandleCrash()
-			if err := scheduler.Run(ctx, cfg, sc, election.Policy{Recampaign: true}); err != nil && !errors.Is(err, context.Canceled) {
+			if err := scheduler.Run(ctx, cfg, sc, c.policy()); err != nil && !errors.Is(err, context.Canceled) {
 				log.Error().Err(err).Msg("scheduler stopped")
 			}
 		})
 		started = append(started, "scheduler")
 	}
-	log.Info().Strs("components", started).Str("controllers", strings.Join(c.Controllers, ",")).Msg("control-plane components started (each leads through its Lease in kube-system)")
+	how := "each leads through its Lease in kube-system"
+	if c.Elector != nil {
+		how = "they run while the host lets them"
+	}
+	log.Info().Strs("components", started).Str("controllers", strings.Join(c.Controllers, ",")).Msgf("control-plane components started (%s)", how)
 	return wg.Wait, nil
+}
+
+// policy is how the controller manager and the scheduler are elected:
+// by Elector, or by their own Leases, standing again after losing them
+// (a database hiccup must not leave the cluster without controllers).
+func (c *components) policy() election.Policy {
+	if c.Elector != nil {
+		return election.Policy{Elector: c.Elector}
+	}
+	return election.Policy{Recampaign: true}
 }

@@ -31,6 +31,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/sqlkube/sqlkube/controlplane"
+	"github.com/sqlkube/sqlkube/election"
 	"github.com/sqlkube/sqlkube/etcdshim/sqlstore"
 	"github.com/sqlkube/sqlkube/identity"
 )
@@ -66,14 +67,23 @@ type HostConfig struct {
 	Log     zerolog.Logger
 }
 
+// LeaseName is the host's Lease, in kube-system of the host's own API:
+// the host that holds it runs its tenants' controller managers and
+// schedulers (Host.Run).
+const LeaseName = "sqlkube-tenant-host"
+
 // Host runs the tenants of the Tenant objects in its API.
 type Host struct {
 	cfg     HostConfig
+	rc      *rest.Config
 	dyn     dynamic.Interface
 	tenants dynamic.ResourceInterface
 	cs      kubernetes.Interface
 	lister  cache.GenericLister
 	queue   workqueue.TypedRateLimitingInterface[string]
+	// components runs every tenant's controller manager and scheduler
+	// while this host holds LeaseName (Run).
+	components *election.Gate
 
 	mu    sync.Mutex
 	slots map[string]*slot
@@ -110,8 +120,9 @@ func NewHost(cfg HostConfig, rc *rest.Config) (*Host, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Host{cfg: cfg, dyn: dyn, tenants: dyn.Resource(GVR), cs: cs, slots: map[string]*slot{},
-		queue: workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]())}, nil
+	return &Host{cfg: cfg, rc: rc, dyn: dyn, tenants: dyn.Resource(GVR), cs: cs, slots: map[string]*slot{},
+		queue:      workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]()),
+		components: election.NewGate()}, nil
 }
 
 // Install makes the Tenant resource and the tenants' namespace on the
@@ -149,7 +160,36 @@ func Install(ctx context.Context, rc *rest.Config) error {
 
 // Run serves the tenants until ctx ends, then stops them all (their data
 // stays).
+//
+// Their controller managers and schedulers run while this host holds its
+// Lease (LeaseName, on the host's API), not each through Leases of its
+// own in its tenant: that is one renewal for the whole host instead of
+// two Leases per tenant renewed every 2 s, and an idle tenant writes
+// nothing. What that guarantees: a tenant's controllers run in the host
+// that holds the Lease, and only while it holds it, so two hosts that
+// share the host's datastore (and so the Tenant objects) never run one
+// tenant's controllers at once. What it does not yet give: every tenant's
+// controllers run in that one host, the other running none until it
+// takes the Lease over (15 s after the holder stopped renewing it); and
+// a second host does not yet share the serving of tenants (ports,
+// status, provisioning), which is issue 42's HA.
 func (h *Host) Run(ctx context.Context) error {
+	var elected sync.WaitGroup
+	defer elected.Wait()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // before elected.Wait, also when Run fails
+	elected.Go(func() {
+		h.cfg.Log.Info().Str("lease", "kube-system/"+LeaseName).Msg("tenants' controllers run while this host holds its Lease")
+		err := election.Run(ctx, election.Options{
+			Config: h.rc, Namespace: metav1.NamespaceSystem, Name: LeaseName, Recampaign: true,
+			OnLeading: func(leading bool) {
+				h.cfg.Log.Info().Bool("leading", leading).Msg("the host's Lease: tenants' controllers run while leading")
+			},
+		}, h.components.Lead)
+		if err != nil && ctx.Err() == nil {
+			h.cfg.Log.Error().Err(err).Msg("the host's election stopped: its tenants' controllers do not run")
+		}
+	})
 	factory := dynamicinformer.NewDynamicSharedInformerFactory(h.dyn, 0)
 	inf := factory.ForResource(GVR)
 	h.lister = inf.Lister()
@@ -552,6 +592,7 @@ func (h *Host) start(ctx context.Context, t *Tenant, sl *slot, token string, l n
 		comps = controlplane.DefaultComponents()
 	}
 	c := *comps
+	c.Elector = h.components // no Leases of the tenant's own (Run)
 	cfg.Components = &c
 	cfg.FakeNodes = h.cfg.FakeNodes
 	opts, err := h.place(ctx, t.Name, sl)

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -135,7 +134,7 @@ func runHost(ctx context.Context, f *hostFlags, log zerolog.Logger, out io.Write
 		if shared, err = sqlstore.NewShared(ctx, f.tenantDS, sqlstore.SharedOptions{MaxConns: f.maxConns, Logger: hostLog}); err != nil {
 			return fmt.Errorf("--tenant-datastore: %w", err)
 		}
-		defer shared.Close() // after the tenants' stores (hostRun below)
+		defer shared.Close() // after the tenants' stores (tenantsDone below)
 	}
 	hcfg := tenant.HostConfig{
 		DataDir: f.dataDir, BindAddress: f.tenantBind, EndpointHost: f.tenantHost, Advertise: f.advertise,
@@ -148,31 +147,50 @@ func runHost(ctx context.Context, f *hostFlags, log zerolog.Logger, out io.Write
 	} else {
 		cfg.Metrics = hcfg.Metrics.Registry
 	}
-	// The tenants stop before the host's API (whose Serve returns last).
-	var hostRun sync.WaitGroup
-	ctx, cancel := context.WithCancel(ctx)
-	defer func() {
-		cancel()
-		hostRun.Wait()
+	// The tenants stop before the host's API, through which the host
+	// lets go of its Lease (tenant.Host.Run): a host started again at
+	// once runs its tenants' controllers at once.
+	tenantsCtx, stopTenants := context.WithCancel(ctx)
+	defer stopTenants()
+	apiCtx, stopAPI := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopAPI()
+	serving := make(chan controlplane.Serving, 1)
+	cfg.Serving = func(sv controlplane.Serving) { serving <- sv }
+	tenantsDone := make(chan struct{})
+	go func() {
+		defer close(tenantsDone)
+		var sv controlplane.Serving
+		select {
+		case <-tenantsCtx.Done():
+			return
+		case sv = <-serving:
+		}
+		rc, err := clientcmd.BuildConfigFromFlags("", sv.Kubeconfig)
+		if err == nil {
+			err = tenant.Install(tenantsCtx, rc)
+		}
+		var h *tenant.Host
+		if err == nil {
+			h, err = tenant.NewHost(hcfg, rc)
+		}
+		if err == nil {
+			fmt.Fprintf(out, "Tenants: sqlkube tenant create NAME --kubeconfig %s\n", sv.Kubeconfig)
+			err = h.Run(tenantsCtx)
+		}
+		if err != nil && tenantsCtx.Err() == nil {
+			log.Error().Err(err).Msg("the tenant host stopped; the host's API goes on")
+		}
 	}()
-	cfg.Serving = func(sv controlplane.Serving) {
-		hostRun.Go(func() {
-			rc, err := clientcmd.BuildConfigFromFlags("", sv.Kubeconfig)
-			if err == nil {
-				err = tenant.Install(ctx, rc)
-			}
-			var h *tenant.Host
-			if err == nil {
-				h, err = tenant.NewHost(hcfg, rc)
-			}
-			if err == nil {
-				fmt.Fprintf(out, "Tenants: sqlkube tenant create NAME --kubeconfig %s\n", sv.Kubeconfig)
-				err = h.Run(ctx)
-			}
-			if err != nil && ctx.Err() == nil {
-				log.Error().Err(err).Msg("the tenant host stopped; the host's API goes on")
-			}
-		})
-	}
-	return controlplane.Serve(ctx, &cfg, client, store.Describe(), start)
+	go func() {
+		select {
+		case <-ctx.Done():
+			<-tenantsDone
+			stopAPI()
+		case <-apiCtx.Done():
+		}
+	}()
+	err = controlplane.Serve(apiCtx, &cfg, client, store.Describe(), start)
+	stopTenants()
+	<-tenantsDone
+	return err
 }
