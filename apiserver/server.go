@@ -143,7 +143,10 @@ type Config struct {
 	DisableRequestMetrics bool
 	// NoMetricsEndpoint leaves /metrics unserved: the process's metrics
 	// are every API server's in it, which one of a host's tenants must
-	// not see.
+	// not see. Such a server neither polls its resources' object counts
+	// nor adds its datastore to apiserver_storage_size_bytes: both are
+	// process-wide series, where its figures would stand for the
+	// process's server that serves /metrics.
 	NoMetricsEndpoint bool
 	// MetricsFamilies chooses the metric families /metrics serves (nil:
 	// the API server's, APIServerOwns).
@@ -259,7 +262,10 @@ func New(cfg Config) (*Server, error) {
 		compaction = 0 // the compactor's "off"
 	}
 	s.compactor = sqlstorage.NewCompactor(cfg.Client, compaction)
-	s.stops = append(s.stops, s.compactor.Stop, sqlstorage.MonitorStorageSize(cfg.Client))
+	s.stops = append(s.stops, s.compactor.Stop)
+	if !cfg.NoMetricsEndpoint {
+		s.stops = append(s.stops, sqlstorage.MonitorStorageSize(cfg.Client))
+	}
 	for _, r := range s.api.Registry.Resources() {
 		if r.Virtual() {
 			continue // virtual: nothing stored
@@ -476,6 +482,7 @@ func (s *Server) openStorage(r *registry.Resource) (st k8sstorage.Interface, sto
 	}
 	cached, err := sqlstorage.NewCached(sqlstorage.CacherOptions{
 		Store: store, Options: opts, GetAttrs: r.Attrs, KeyFunc: r.ObjectKey,
+		NoSizeEstimate: s.cfg.NoMetricsEndpoint, // no counts to report it in (observeCount)
 	})
 	if err != nil {
 		closeStore()
@@ -488,9 +495,15 @@ func (s *Server) openStorage(r *registry.Resource) (st k8sstorage.Interface, sto
 // observeCount publishes a stored resource's object count
 // (sqlstorage.ObserveObjectCounts) once per resource, whichever of its
 // versions' stores asks first; resources stored as another one's objects
-// (StorageVersion) are counted as that one.
+// (StorageVersion) are counted as that one. A server without /metrics
+// (NoMetricsEndpoint) counts nothing: the counts feed only the
+// process-wide apiserver_storage_objects and apiserver_resource_objects,
+// where they would overwrite the counts of the process's server that
+// serves them (a tenant host's own), and reading them is a query or two
+// per resource every minute: most of what an idle tenant asked of its
+// datastore once its Leases were gone.
 func (s *Server) observeCount(store k8sstorage.Interface, r *registry.Resource) (stop func()) {
-	if r.StorageVersion != nil {
+	if r.StorageVersion != nil || s.cfg.NoMetricsEndpoint {
 		return func() {}
 	}
 	gr := r.GroupResource()

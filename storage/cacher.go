@@ -42,7 +42,18 @@ type CacherOptions struct {
 	// before it is terminated with a 429 Status it can resume from
 	// (default DefaultWatchBuffer).
 	WatchBuffer int
+	// NoSizeEstimate keeps the store without Kubernetes' estimate of its
+	// objects' sizes (feature SizeBasedListCostEstimate), which only its
+	// Stats report, for the object-count metrics: the estimate's upkeep
+	// reads the store's current revision about once a minute per
+	// resource. For servers that publish no metrics.
+	NoSizeEstimate bool
 }
+
+// noSizeEstimate is a store whose cacher keeps no size estimate.
+type noSizeEstimate struct{ k8sstorage.Interface }
+
+func (noSizeEstimate) EnableResourceSizeEstimation(k8sstorage.KeysFunc) error { return nil }
 
 // NewCacher puts the upstream watch cache in front of a store: lists and
 // watches are served from memory when their resourceVersion allows, writes go
@@ -66,8 +77,12 @@ func NewCacher(o CacherOptions) (*cacher.Cacher, error) {
 		}
 		indexers = &merged
 	}
+	store := o.Store
+	if o.NoSizeEstimate {
+		store = noSizeEstimate{store}
+	}
 	return cacher.NewCacherFromConfig(cacher.Config{
-		Storage:             o.Store,
+		Storage:             store,
 		Versioner:           k8sstorage.APIObjectVersioner{},
 		GroupResource:       o.Options.GroupResource,
 		EventsHistoryWindow: o.EventsHistoryWindow,
