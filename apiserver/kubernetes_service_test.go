@@ -172,3 +172,43 @@ func TestKubernetesService_NoLoopback(t *testing.T) {
 		return len(a) == 1 && a[0].IP == "192.0.2.10" && s.Endpoints[0].Addresses[0] == "192.0.2.10", nil
 	})
 }
+
+// TestKubernetesService_IdleWritesNothing: once the service, its
+// endpoints and the lease key are as they should be, a reconcile keeps
+// the lease alive and writes nothing (no new revision).
+func TestKubernetesService_IdleWritesNothing(t *testing.T) {
+	client := newStorage(t)
+	cfg, api := serveAPIWith(t, apiserver.Config{Client: client, ServiceClusterIPRange: "10.0.0.0/29"})
+	cs := kubernetes.NewForConfigOrDie(cfg)
+	runKubernetesService(t, api, 6443) // every 50 ms
+	waitFor(t, "the kubernetes endpointslice", func(ctx context.Context) (bool, error) {
+		s, err := cs.DiscoveryV1().EndpointSlices("default").Get(ctx, "kubernetes", metav1.GetOptions{})
+		return err == nil && len(s.Endpoints) == 1, nil
+	})
+	ctx := context.Background()
+	revision := func() int64 {
+		t.Helper()
+		resp, err := client.KV.Get(ctx, "/registry/masterleases/", clientv3.WithPrefix())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(resp.Kvs) != 1 || resp.Kvs[0].Lease == 0 {
+			t.Fatalf("lease keys %v, want this server's, on a lease", resp.Kvs)
+		}
+		return resp.Header.Revision
+	}
+	before := revision()
+	time.Sleep(time.Second) // about 20 reconciles
+	if after := revision(); after != before {
+		t.Errorf("idle reconciles wrote revisions %d to %d", before+1, after)
+	}
+	// They did run: the key's lease, 5 s long, is still fresh.
+	leases, err := client.Leases(ctx)
+	if err != nil || len(leases.Leases) != 1 {
+		t.Fatalf("leases %v, %v; want the server's one", leases, err)
+	}
+	ttl, err := client.TimeToLive(ctx, leases.Leases[0].ID)
+	if err != nil || ttl.TTL < 4 {
+		t.Errorf("the lease's TTL is %v s (%v), want it renewed to about 5 s", ttl.TTL, err)
+	}
+}

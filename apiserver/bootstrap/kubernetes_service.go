@@ -6,11 +6,13 @@ import (
 	"net"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/sqlkube/sqlkube/apiserver/allocator"
 	"github.com/sqlkube/sqlkube/apiserver/registry"
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -30,7 +32,11 @@ import (
 // EndpointSlice listing every API server's advertised address. Each API
 // server keeps a lease key (/registry/masterleases/IP, an etcd lease of
 // three reconcile intervals) so the endpoints are those of the live
-// servers, as kube-apiserver's lease endpoint reconciler does.
+// servers, as kube-apiserver's lease endpoint reconciler does. Unlike
+// kube-apiserver's, a reconcile that finds everything in place writes
+// nothing and reads nothing from the datastore: the lease is kept alive
+// (one statement), the lease keys are followed by a watch, and the
+// service, Endpoints and EndpointSlice are read from the watch cache.
 const (
 	kubernetesServiceName = "kubernetes"
 	masterLeasePrefix     = "/registry/masterleases/"
@@ -74,6 +80,11 @@ func RunKubernetesService(ctx context.Context, c *Cluster, opts KubernetesServic
 		opts.Address = nil
 	}
 	k := &kubernetesService{c: c, opts: opts}
+	var following sync.WaitGroup
+	defer following.Wait()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // before following.Wait
+	following.Go(func() { k.keys.follow(ctx, c.Etcd, c.Logger) })
 	t := time.NewTicker(opts.Interval)
 	defer t.Stop()
 	defer func() {
@@ -101,6 +112,7 @@ type kubernetesService struct {
 	c     *Cluster
 	opts  KubernetesServiceOptions
 	lease clientv3.LeaseID
+	keys  leaseKeys
 }
 
 func (k *kubernetesService) reconcile(ctx context.Context) error {
@@ -128,37 +140,52 @@ func endpointAddress(ip net.IP) bool {
 
 // renewLease keeps this server's lease key alive (when it has an address)
 // and returns the addresses of every live API server, sorted; loopback
-// ones (an older server's) are left out.
+// ones (an older server's) are left out. While the lease lives and the
+// key is as this server wrote it, a reconcile keeps the lease alive and
+// reads the keys, and writes nothing.
 func (k *kubernetesService) renewLease(ctx context.Context) ([]string, error) {
 	c := k.c.Etcd
-	if k.opts.Address != nil {
-		if err := k.putLease(ctx); err != nil {
-			return nil, err
+	if k.opts.Address != nil && k.lease != 0 {
+		if _, err := c.KeepAliveOnce(ctx, k.lease); err != nil {
+			k.lease = 0 // expired or revoked: a new one below
 		}
 	}
-	resp, err := c.Get(ctx, masterLeasePrefix, clientv3.WithPrefix())
-	if err != nil {
-		return nil, err
+	kvs, followed := k.keys.snapshot()
+	if !followed {
+		resp, err := c.Get(ctx, masterLeasePrefix, clientv3.WithPrefix())
+		if err != nil {
+			return nil, err
+		}
+		kvs = resp.Kvs
 	}
 	var addrs []string
-	for _, kv := range resp.Kvs {
+	kept := false
+	for _, kv := range kvs {
 		addr := string(kv.Key[len(masterLeasePrefix):])
+		if k.opts.Address != nil && addr == k.opts.Address.String() {
+			kept = k.lease != 0 && clientv3.LeaseID(kv.Lease) == k.lease && string(kv.Value) == strconv.Itoa(k.opts.Port)
+			continue // added below
+		}
 		if endpointAddress(net.ParseIP(addr)) {
 			addrs = append(addrs, addr)
 		}
+	}
+	if k.opts.Address != nil {
+		if !kept {
+			if err := k.putLease(ctx); err != nil {
+				return nil, err
+			}
+		}
+		addrs = append(addrs, k.opts.Address.String())
 	}
 	slices.Sort(addrs)
 	return addrs, nil
 }
 
-// putLease writes this server's lease key, on a lease kept alive here.
+// putLease writes this server's lease key, on a lease kept alive here
+// (granted now if there is none).
 func (k *kubernetesService) putLease(ctx context.Context) error {
 	c := k.c.Etcd
-	if k.lease != 0 {
-		if _, err := c.KeepAliveOnce(ctx, k.lease); err != nil {
-			k.lease = 0 // expired or revoked: a new one below
-		}
-	}
 	if k.lease == 0 {
 		ttl := int64(max(3*k.opts.Interval/time.Second, 5))
 		resp, err := c.Grant(ctx, ttl)
@@ -167,8 +194,13 @@ func (k *kubernetesService) putLease(ctx context.Context) error {
 		}
 		k.lease = resp.ID
 	}
-	_, err := c.Put(ctx, masterLeasePrefix+k.opts.Address.String(), strconv.Itoa(k.opts.Port), clientv3.WithLease(k.lease))
-	return err
+	key, val := masterLeasePrefix+k.opts.Address.String(), strconv.Itoa(k.opts.Port)
+	resp, err := c.Put(ctx, key, val, clientv3.WithLease(k.lease))
+	if err != nil {
+		return err
+	}
+	k.keys.wrote(&mvccpb.KeyValue{Key: []byte(key), Value: []byte(val), Lease: int64(k.lease), ModRevision: resp.Header.Revision})
+	return nil
 }
 
 // storageOf returns a resource's registry entry and store.
@@ -181,12 +213,24 @@ func (c *Cluster) storageOf(gvr schema.GroupVersionResource) (*registry.Resource
 }
 
 // ensure creates obj, or updates the stored one with mutate when it
-// reports a change.
+// reports a change. It looks at the watch cache first, so a reconcile
+// that finds the object as it should be sends the datastore nothing; a
+// cache that trails the store costs a write that finds nothing to change,
+// or a create that finds the object, which the update then takes.
 func ensure(ctx context.Context, r *registry.Resource, st k8sstorage.Interface, obj runtime.Object, name string, mutate func(existing runtime.Object) (runtime.Object, bool)) error {
 	key := r.Key(metav1.NamespaceDefault, name)
-	err := st.Create(ctx, key, obj, r.New(), 0)
-	if !k8sstorage.IsExist(err) {
+	cur := r.New()
+	switch err := st.Get(ctx, key, k8sstorage.GetOptions{ResourceVersion: "0"}, cur); {
+	case k8sstorage.IsNotFound(err):
+		if err := st.Create(ctx, key, obj, r.New(), 0); !k8sstorage.IsExist(err) {
+			return err
+		}
+	case err != nil:
 		return err
+	default:
+		if _, changed := mutate(cur.DeepCopyObject()); !changed {
+			return nil
+		}
 	}
 	return st.GuaranteedUpdate(ctx, key, r.New(), false, nil, func(existing runtime.Object, _ k8sstorage.ResponseMeta) (runtime.Object, *uint64, error) {
 		updated, changed := mutate(existing.DeepCopyObject())
@@ -221,7 +265,8 @@ func (k *kubernetesService) service(ctx context.Context) error {
 	}
 	ip := allocator.FirstServiceIP(network).String()
 	existing := &corev1.Service{}
-	err = st.Get(ctx, r.Key(metav1.NamespaceDefault, kubernetesServiceName), k8sstorage.GetOptions{}, existing)
+	// From the watch cache: an idle reconcile sends the datastore nothing.
+	err = st.Get(ctx, r.Key(metav1.NamespaceDefault, kubernetesServiceName), k8sstorage.GetOptions{ResourceVersion: "0"}, existing)
 	if k8sstorage.IsNotFound(err) {
 		// Claim the IP (already ours if an earlier create failed).
 		if _, err := k.c.ClusterIPs.Allocate(ctx, ip, allocator.KubernetesServiceOwner); err != nil {
