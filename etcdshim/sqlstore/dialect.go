@@ -50,7 +50,14 @@ type dialect struct {
 	// them as multi-row statements (see applier.flush): it ends an INSERT
 	// into kv_current so that a row replaces the key's.
 	upsertRows string
+	// keepAlive, if set, renews a live lease and returns its TTL in one
+	// statement (args: now, id, now); without it a keepalive reads the
+	// TTL, then writes.
+	keepAlive string
 }
+
+// returningKeepAlive is keepAlive where UPDATE takes RETURNING.
+const returningKeepAlive = `UPDATE leases SET expires_at = ? + ttl * 1000 WHERE id = ? AND expires_at > ? RETURNING ttl`
 
 func identity(s string) string { return s }
 
@@ -87,6 +94,7 @@ var sqliteDialect = dialect{
 	pollInterval: time.Second,
 	rebind:       identity,
 	ownsBytes:    true,
+	keepAlive:    returningKeepAlive,
 }
 
 var postgresDialect = dialect{
@@ -101,6 +109,7 @@ var postgresDialect = dialect{
 	rebind:       dollarRebind,
 	batchGets:    true,
 	readAhead:    true,
+	keepAlive:    returningKeepAlive,
 	// The statements of a WITH see one snapshot, so prev is the row before
 	// the put; the log row takes the written row's create revision and
 	// version from the INSERT's RETURNING.

@@ -138,6 +138,18 @@ func (a *applier) revoke(id int64, onlyExpired bool) error {
 // lease gives ErrLeaseNotFound.
 func (s *Store) LeaseKeepAlive(ctx context.Context, id int64) (int64, error) {
 	var ttl int64
+	if s.d.keepAlive != "" {
+		t := now()
+		err := s.c.write.QueryRowContext(ctx, s.q(s.d.keepAlive), t, id, t).Scan(&ttl)
+		if errors.Is(err, sql.ErrNoRows) {
+			return 0, ErrLeaseNotFound
+		}
+		if err != nil {
+			return 0, fmt.Errorf("sqlstore: lease keepalive: %w", err)
+		}
+		s.metrics.leaseOps.WithLabelValues("keepalive").Inc()
+		return ttl, nil
+	}
 	err := s.c.read.QueryRowContext(ctx, s.q(`SELECT ttl FROM leases WHERE id = ?`), id).Scan(&ttl)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, ErrLeaseNotFound
