@@ -56,6 +56,8 @@ type Shared struct {
 	// listening is set while LISTEN is established: stores then need no
 	// polling to learn of other instances' commits.
 	listening atomic.Bool
+	// txns counts the transactions the stores began (Transactions).
+	txns atomic.Int64
 
 	stop context.CancelFunc
 	wg   sync.WaitGroup
@@ -130,6 +132,11 @@ func (h *Shared) Stat() (total, acquired int) {
 	st := h.pool.Stat()
 	return int(st.TotalConns()), int(st.AcquiredConns())
 }
+
+// Transactions is how many transactions the handle's stores have run on
+// its pool so far (each statement outside a transaction is one): what
+// PostgreSQL counts as their commits and rollbacks.
+func (h *Shared) Transactions() int64 { return h.txns.Load() }
 
 // conns gives a tenant's store its pools: a database/sql pool that holds no
 // connection of its own, whose every statement runs as the tenant.

@@ -394,11 +394,18 @@ func TestShared_IdleRunsNoSQL(t *testing.T) {
 		}
 		return true, nil
 	})
+	txns := h.Transactions()
+	if txns == 0 {
+		t.Fatal("Transactions() = 0 after the writes")
+	}
 	const idle = 3 * time.Second
 	time.Sleep(idle)
 	n, stmts := tr.count()
 	if n != last {
 		t.Errorf("%d statements in %v of idle, want 0; the last: %q", n-last, idle, stmts)
+	}
+	if got := h.Transactions(); got != txns {
+		t.Errorf("%d transactions in %v of idle, want 0", got-txns, idle)
 	}
 }
 
@@ -601,12 +608,15 @@ func TestShared_ManyTenantsIdle(t *testing.T) {
 		watch(t, s, []byte("/"), prefixEnd([]byte("/")), 0)
 	}
 	opening := time.Since(start)
+	// Settled: no statement for longer than the compaction interval (an
+	// automatic compaction reads the revisions once after the last
+	// write).
 	var last int
 	eventually(t, "the stores to settle", func() (bool, error) {
 		c, _ := tr.count()
 		if c != last {
 			last = c
-			time.Sleep(500 * time.Millisecond)
+			time.Sleep(1500 * time.Millisecond)
 			return false, nil
 		}
 		return true, nil

@@ -9,6 +9,7 @@ import (
 	"io"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -86,7 +87,7 @@ func (c *tenantConnector) Connect(ctx context.Context) (driver.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &tenantConn{Conn: dc.(*stdlib.Conn), prefix: c.t.txPrefix(), session: c.t.sessionSet(),
+	return &tenantConn{Conn: dc.(*stdlib.Conn), txns: &c.h.txns, prefix: c.t.txPrefix(), session: c.t.sessionSet(),
 		role: c.t.Role, path: pgx.Identifier{c.t.Schema}.Sanitize()}, nil
 }
 
@@ -98,6 +99,7 @@ func (c *tenantConnector) Driver() driver.Driver { return stdlib.GetDefaultDrive
 // uses a driver connection from one goroutine at a time.
 type tenantConn struct {
 	*stdlib.Conn
+	txns            *atomic.Int64 // Shared.txns
 	prefix, session string
 	// role and path are the values setTenant gives role and search_path.
 	role, path string
@@ -136,6 +138,7 @@ func (c *tenantConn) begin(ctx context.Context, opts driver.TxOptions) error {
 	if err != nil {
 		return err
 	}
+	c.txns.Add(1)
 	if _, err := c.Conn.Conn().Exec(ctx, q+c.prefix); err != nil {
 		if pgconn.SafeToRetry(err) {
 			return driver.ErrBadConn
@@ -203,6 +206,7 @@ func (c *tenantConn) asSession(ctx context.Context, fn func() error) error {
 			_ = pc.Close(rctx)
 		}
 	}()
+	c.txns.Add(1)
 	if _, err := pc.Exec(ctx, c.session); err != nil {
 		return err
 	}

@@ -39,6 +39,12 @@ func (c *tenantConn) pipeline(ctx context.Context, query string, args []driver.N
 	if err := eqb.Build(pc.TypeMap(), nil, vals); err != nil {
 		return nil, err
 	}
+	c.txns.Add(1)
+	if tr := pc.Config().Tracer; tr != nil {
+		// A pgconn batch bypasses pgx's tracing: the handle's Tracer
+		// sees the statement here, when it is sent.
+		tr.TraceQueryEnd(tr.TraceQueryStart(ctx, pc, pgx.TraceQueryStartData{SQL: query, Args: vals}), pc, pgx.TraceQueryEndData{})
+	}
 	b := &pgconn.Batch{}
 	b.ExecParams("BEGIN", nil, nil, nil, nil)
 	b.ExecParams(setTenant, [][]byte{[]byte(c.role), []byte(c.path)}, nil, nil, nil)
