@@ -159,6 +159,12 @@ type Config struct {
 	// ReadyzChecks are checks /readyz runs after its own (ping, etcd,
 	// caches): the in-process datastore's datastore-disk, say.
 	ReadyzChecks []ReadyzCheck
+	// WatchCacheBookmarkTick is how often each resource's watch cache
+	// hands the bookmarks that are due to the few watches it serves
+	// itself (sqlstorage.CacherOptions.BookmarkTick; 0: every second, as
+	// upstream). Longer costs an idle server fewer wakeups, and those
+	// watches their bookmarks that much later.
+	WatchCacheBookmarkTick time.Duration
 }
 
 // DefaultCompactionInterval is kube-apiserver's --etcd-compaction-interval.
@@ -483,6 +489,7 @@ func (s *Server) openStorage(r *registry.Resource) (st k8sstorage.Interface, sto
 	cached, err := sqlstorage.NewCached(sqlstorage.CacherOptions{
 		Store: store, Options: opts, GetAttrs: r.Attrs, KeyFunc: r.ObjectKey,
 		NoSizeEstimate: s.cfg.NoMetricsEndpoint, // no counts to report it in (observeCount)
+		BookmarkTick:   s.cfg.WatchCacheBookmarkTick,
 	})
 	if err != nil {
 		closeStore()

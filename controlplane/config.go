@@ -74,6 +74,9 @@ type Config struct {
 	// NoMetrics leaves the API's /metrics unserved (a host's tenants:
 	// the process's metrics would show them each other's).
 	NoMetrics bool
+	// WatchCacheBookmarkTick is apiserver.Config's (0: upstream's second;
+	// a host's tenants, many idle in one process, tick less).
+	WatchCacheBookmarkTick time.Duration
 	// DNS is the cluster DNS this server runs.
 	DNS DNSConfig
 	// Components, if set, run beside the API (nil: the API alone).

@@ -107,6 +107,7 @@ func Serve(ctx context.Context, f *Config, client *kubernetes.Client, storageDes
 		RequestHeaderCAFile: files.FrontProxyCACert, RequestHeaderAllowedNames: []string{pki.FrontProxyClientName},
 		ClientCAFile: clientCAFile, NoMetricsEndpoint: f.NoMetrics,
 		Metrics: f.Metrics, ReadyzChecks: f.ReadyzChecks,
+		WatchCacheBookmarkTick: f.WatchCacheBookmarkTick,
 	}
 	if f.Components != nil {
 		// The in-process controller manager and scheduler have no

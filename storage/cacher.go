@@ -12,6 +12,7 @@ import (
 	k8sstorage "k8s.io/apiserver/pkg/storage"
 	"k8s.io/apiserver/pkg/storage/cacher"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
 )
 
 // CacherOptions describe one resource's watch cache.
@@ -42,12 +43,21 @@ type CacherOptions struct {
 	// before it is terminated with a 429 Status it can resume from
 	// (default DefaultWatchBuffer).
 	WatchBuffer int
+	// BookmarkTick is how often the watch cache hands the bookmarks that
+	// are due to the watches it serves (only those the fan-out of
+	// NewCached passes to it): 0 is upstream's second. A bookmark, the one
+	// that ends a watch's initial events included, may come that much
+	// later. See bookmarkClock.
+	BookmarkTick time.Duration
 	// NoSizeEstimate keeps the store without Kubernetes' estimate of its
 	// objects' sizes (feature SizeBasedListCostEstimate), which only its
 	// Stats report, for the object-count metrics: the estimate's upkeep
 	// reads the store's current revision about once a minute per
 	// resource. For servers that publish no metrics.
 	NoSizeEstimate bool
+
+	// wrapClock, if set, wraps the watch cache's clock (tests).
+	wrapClock func(clock.WithTicker) clock.WithTicker
 }
 
 // noSizeEstimate is a store whose cacher keeps no size estimate.
@@ -81,7 +91,15 @@ func NewCacher(o CacherOptions) (*cacher.Cacher, error) {
 	if o.NoSizeEstimate {
 		store = noSizeEstimate{store}
 	}
+	var clk clock.WithTicker = clock.RealClock{}
+	if o.BookmarkTick > 0 {
+		clk = bookmarkClock{WithTicker: clk, tick: o.BookmarkTick}
+	}
+	if o.wrapClock != nil {
+		clk = o.wrapClock(clk)
+	}
 	return cacher.NewCacherFromConfig(cacher.Config{
+		Clock:               clk,
 		Storage:             store,
 		Versioner:           k8sstorage.APIObjectVersioner{},
 		GroupResource:       o.Options.GroupResource,
