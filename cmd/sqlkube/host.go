@@ -76,6 +76,10 @@ func newHostCommand(lf *logFlags) *cobra.Command {
 	return cmd
 }
 
+// tenantDatastoreOpened, if set, is given --tenant-datastore's handle
+// once it is open (tests count the tenants' transactions on it).
+var tenantDatastoreOpened func(*sqlstore.Shared)
+
 func parsePortRange(s string) (int, int, error) {
 	if s == "0" {
 		return 0, 0, nil
@@ -135,6 +139,9 @@ func runHost(ctx context.Context, f *hostFlags, log zerolog.Logger, out io.Write
 			return fmt.Errorf("--tenant-datastore: %w", err)
 		}
 		defer shared.Close() // after the tenants' stores (tenantsDone below)
+		if tenantDatastoreOpened != nil {
+			tenantDatastoreOpened(shared)
+		}
 	}
 	hcfg := tenant.HostConfig{
 		DataDir: f.dataDir, BindAddress: f.tenantBind, EndpointHost: f.tenantHost, Advertise: f.advertise,
