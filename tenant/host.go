@@ -72,8 +72,9 @@ type HostConfig struct {
 // schedulers (Host.Run).
 const LeaseName = "sqlkube-tenant-host"
 
-// tenantBookmarkTick is a tenant's controlplane.Config.WatchCacheBookmarkTick.
-const tenantBookmarkTick = 10 * time.Second
+// BookmarkTick is a tenant's controlplane.Config.WatchCacheBookmarkTick
+// (and the host API's own: cmd/sqlkube).
+const BookmarkTick = 10 * time.Second
 
 // Host runs the tenants of the Tenant objects in its API.
 type Host struct {
@@ -593,7 +594,7 @@ func (h *Host) start(ctx context.Context, t *Tenant, sl *slot, token string, l n
 	// Each watch cache wakes every 10 s, not every second, to hand
 	// bookmarks to the watches the fan-out passes it (rarely any): ~70
 	// fewer wakeups a second per idle tenant.
-	cfg.WatchCacheBookmarkTick = tenantBookmarkTick
+	cfg.WatchCacheBookmarkTick = BookmarkTick
 	comps := h.cfg.Components
 	if comps == nil {
 		comps = controlplane.DefaultComponents()

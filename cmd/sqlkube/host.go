@@ -128,6 +128,9 @@ func runHost(ctx context.Context, f *hostFlags, log zerolog.Logger, out io.Write
 	cfg := controlplane.Defaults()
 	cfg.DataDir, cfg.BindAddress, cfg.SecurePort = f.dataDir, f.bindAddress, f.securePort
 	cfg.DNS.Disable = true
+	// As its tenants', the host API's watch caches hand bookmarks to the
+	// few watches they serve every 10 s, not every second.
+	cfg.WatchCacheBookmarkTick = tenant.BookmarkTick
 	cfg.Log, cfg.Out = log, out
 	if err := controlplane.EstablishIdentity(ctx, client.KV, &cfg); err != nil {
 		return err
