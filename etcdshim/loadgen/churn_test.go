@@ -49,7 +49,10 @@ func TestChurn(t *testing.T) {
 		if r.Errors != 0 {
 			t.Errorf("interval %v: %d errors", r.End, r.Errors)
 		}
-		if r.Revision <= lastRev || r.DBSize <= 0 {
+		// An interval may see no commit (a slow fsync on a loaded
+		// machine can hold the writers for half a second), but the
+		// revision never goes back.
+		if r.Revision < lastRev || r.Revision <= 0 || r.DBSize <= 0 {
 			t.Errorf("interval %v: revision %d (previous %d), db size %d", r.End, r.Revision, lastRev, r.DBSize)
 		}
 		lastRev = r.Revision
