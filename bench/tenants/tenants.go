@@ -7,20 +7,16 @@
 package tenants
 
 import (
-	"bufio"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
-	"io"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" driver
@@ -181,72 +177,34 @@ func (p *pgServer) stats(ctx context.Context) (tx int64, conns int, err error) {
 	return tx, conns, err
 }
 
-// proc is a sqlkube child process.
-type proc struct {
-	cmd  *exec.Cmd
-	done chan error
-	log  *os.File
-}
-
-// start runs the binary with args, its stderr to logPath, and waits until
-// a line of its standard output contains marker.
-func start(ctx context.Context, binary, logPath, marker string, timeout time.Duration, args ...string) (*proc, error) {
-	log, err := os.Create(logPath)
+// start runs the binary with args (bench/cluster's Process: its output
+// to logPath) and waits until a line of its standard output contains
+// marker.
+func start(ctx context.Context, binary, logPath, marker string, timeout time.Duration, args ...string) (*cluster.Process, error) {
+	lines := make(chan string, 64)
+	p, err := cluster.Start(filepath.Base(binary), binary, args, logPath, lines)
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(binary, args...)
-	cmd.Stderr = log
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		log.Close()
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		log.Close()
-		return nil, err
-	}
-	p := &proc{cmd: cmd, done: make(chan error, 1), log: log}
-	seen := make(chan struct{})
-	go func() {
-		sc := bufio.NewScanner(out)
-		once := sync.Once{}
-		for sc.Scan() {
-			if strings.Contains(sc.Text(), marker) {
-				once.Do(func() { close(seen) })
-			}
-		}
-		_, _ = io.Copy(io.Discard, out)
-	}()
-	go func() { p.done <- cmd.Wait() }()
 	t := time.NewTimer(timeout)
 	defer t.Stop()
-	select {
-	case <-seen:
-		return p, nil
-	case err := <-p.done:
-		p.done <- err
-		log.Close()
-		return nil, fmt.Errorf("%s exited before it served (%v); its log: %s", filepath.Base(binary), err, logPath)
-	case <-t.C:
-		p.stop()
-		return nil, fmt.Errorf("%s did not serve within %v; its log: %s", filepath.Base(binary), timeout, logPath)
-	case <-ctx.Done():
-		p.stop()
-		return nil, ctx.Err()
+	for {
+		select {
+		case line := <-lines:
+			if strings.Contains(line, marker) {
+				return p, nil
+			}
+		case err := <-p.Done():
+			_ = p.Stop()
+			return nil, fmt.Errorf("%s exited before it served (%v); its log: %s", filepath.Base(binary), err, logPath)
+		case <-t.C:
+			_ = p.Stop()
+			return nil, fmt.Errorf("%s did not serve within %v; its log: %s", filepath.Base(binary), timeout, logPath)
+		case <-ctx.Done():
+			_ = p.Stop()
+			return nil, ctx.Err()
+		}
 	}
-}
-
-// stop ends the process with SIGTERM, then SIGKILL after 30 s.
-func (p *proc) stop() {
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(30 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-p.done
-	}
-	p.log.Close()
 }
 
 // idleWindow samples the processes' CPU, and PostgreSQL's transactions
@@ -338,8 +296,8 @@ func RunHost(ctx context.Context, o Options) (res Result, err error) {
 	if err != nil {
 		return res, err
 	}
-	defer host.stop()
-	pid := host.cmd.Process.Pid
+	defer host.Stop() //nolint:errcheck // the run's figures are taken
+	pid := host.Pid()
 	cfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(dir, "host", "kubeconfig"))
 	if err != nil {
 		return res, err
@@ -536,10 +494,10 @@ func RunServers(ctx context.Context, o Options) (res Result, err error) {
 		return res, err
 	}
 	defer os.RemoveAll(dir)
-	var procs []*proc
+	var procs []*cluster.Process
 	defer func() {
 		for _, p := range procs {
-			p.stop()
+			_ = p.Stop()
 		}
 		if derr := pg.dropAll(context.Background()); derr != nil {
 			err = errors.Join(err, fmt.Errorf("cleaning up PostgreSQL: %w", derr))
@@ -570,7 +528,7 @@ func RunServers(ctx context.Context, o Options) (res Result, err error) {
 			break
 		}
 		res.Ready = append(res.Ready, time.Since(begin))
-		pids = append(pids, p.cmd.Process.Pid)
+		pids = append(pids, p.Pid())
 		res.Clusters++
 		o.logf("%d servers ready (last: %v)", res.Clusters, time.Since(begin).Round(time.Millisecond))
 	}
