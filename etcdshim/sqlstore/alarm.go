@@ -134,6 +134,9 @@ func (s *Store) ActivateAlarm(ctx context.Context, a Alarm) error {
 	}
 	s.quota.alarmGen++
 	s.quota.mu.Unlock()
+	if s.opts.OnAlarm != nil {
+		s.opts.OnAlarm(a)
+	}
 	return nil
 }
 

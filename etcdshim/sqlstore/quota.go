@@ -74,12 +74,12 @@ const (
 
 // quota is the store's space accounting and its view of the alarms.
 type quota struct {
-	// limit is the quota in bytes; negative: none.
-	limit int64
 	// measureMu serializes measurements. Lock order: measureMu, then mu.
 	measureMu sync.Mutex
 
 	mu sync.Mutex
+	// limit is the quota in bytes; negative: none.
+	limit int64
 	// size is the last measured size; at, when it was measured.
 	size int64
 	at   time.Time
@@ -95,8 +95,28 @@ type quota struct {
 }
 
 // QuotaBytes returns the store's space quota in bytes (Options.QuotaBytes
-// with 0 made DefaultQuotaBytes); negative means none.
-func (s *Store) QuotaBytes() int64 { return s.quota.limit }
+// with 0 made DefaultQuotaBytes, or what SetQuotaBytes set); negative
+// means none.
+func (s *Store) QuotaBytes() int64 {
+	s.quota.mu.Lock()
+	defer s.quota.mu.Unlock()
+	return s.quota.limit
+}
+
+// SetQuotaBytes changes the quota of the open store, as Options.QuotaBytes
+// sets it at Open (0: DefaultQuotaBytes; negative: none). The next write
+// is checked against the new quota. It raises and clears no alarm: while a
+// NOSPACE alarm is active writes stay refused whatever the quota, as etcd
+// restarted with a larger --quota-backend-bytes refuses them until
+// `etcdctl alarm disarm` (DeactivateAlarm).
+func (s *Store) SetQuotaBytes(n int64) {
+	if n == 0 {
+		n = DefaultQuotaBytes
+	}
+	s.quota.mu.Lock()
+	defer s.quota.mu.Unlock()
+	s.quota.limit = n
+}
 
 func putCost(p *PutRequest) int64 { return kvOverhead + 2*int64(len(p.Key)+len(p.Value)) }
 

@@ -125,6 +125,55 @@ func TestQuota_Refuses(t *testing.T) {
 
 func putCostOf(key string, size int) int64 { return 256 + 2*int64(len(key)+size) }
 
+// TestQuota_SetQuotaBytes changes the quota of an open store: a store
+// refused at its quota takes writes once the quota is raised, and is
+// refused again once it is lowered below its size; an alarm outlasts
+// any quota, and Options.OnAlarm hears of it once.
+func TestQuota_SetQuotaBytes(t *testing.T) {
+	sqltest.Run(t, func(t *testing.T, b sqltest.Backend) {
+		ctx := context.Background()
+		var raised []sqlstore.Alarm // by ActivateAlarm, in this goroutine
+		s := openWith(t, sqlstore.Options{DSN: b.NewDSN(t), QuotaBytes: testQuota, OnAlarm: func(a sqlstore.Alarm) { raised = append(raised, a) }})
+		acked, err := fill(t, s, "fill", 32<<10, 1000)
+		checkErr(t, "put past the quota", err, sqlstore.ErrNoSpace)
+
+		s.SetQuotaBytes(4 * testQuota)
+		if got := s.QuotaBytes(); got != 4*testQuota {
+			t.Fatalf("QuotaBytes() after SetQuotaBytes = %d, want %d", got, 4*testQuota)
+		}
+		put(t, s, "after", "a larger quota")
+
+		s.SetQuotaBytes(1)
+		_, _, err = s.Put(ctx, sqlstore.PutRequest{Key: []byte("after"), Value: []byte("a quota below the size")})
+		var qe *sqlstore.QuotaError
+		if !errors.As(err, &qe) || qe.Quota != 1 {
+			t.Fatalf("put over a lowered quota: %v, want a QuotaError against 1 byte", err)
+		}
+		s.SetQuotaBytes(0)
+		if got := s.QuotaBytes(); got != sqlstore.DefaultQuotaBytes {
+			t.Errorf("QuotaBytes() after SetQuotaBytes(0) = %d, want the default %d", got, sqlstore.DefaultQuotaBytes)
+		}
+
+		alarm := sqlstore.Alarm{MemberID: 1, Type: sqlstore.AlarmNoSpace}
+		for range 2 {
+			if err := s.ActivateAlarm(ctx, alarm); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if fmt.Sprint(raised) != fmt.Sprint([]sqlstore.Alarm{alarm}) {
+			t.Errorf("OnAlarm got %v, want %v once", raised, alarm)
+		}
+		s.SetQuotaBytes(-1)
+		_, _, err = s.Put(ctx, sqlstore.PutRequest{Key: []byte("after"), Value: []byte("no quota, an alarm")})
+		checkErr(t, "put under an alarm with no quota", err, sqlstore.ErrNoSpace)
+		if _, err := s.DeactivateAlarm(ctx, alarm); err != nil {
+			t.Fatal(err)
+		}
+		put(t, s, "after", "disarmed")
+		checkAcked(t, s, acked)
+	})
+}
+
 // TestQuota_Alarm checks that a NOSPACE alarm refuses growing requests
 // whatever the store's size, and that it is kept in the database: it
 // survives a restart, and instances on one database share it.

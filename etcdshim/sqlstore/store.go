@@ -69,6 +69,11 @@ type Options struct {
 	Shared *Shared
 	// Tenant is the store's place on Shared.
 	Tenant Tenant
+	// OnAlarm, if set, is called after ActivateAlarm raised an alarm this
+	// store did not know to be active (as the quota's NOSPACE is raised,
+	// by etcdshim, at the first write that does not fit). It runs in the
+	// caller's goroutine and must not block.
+	OnAlarm func(Alarm)
 }
 
 func (o *Options) defaults() {
