@@ -378,9 +378,15 @@ func (h *Host) reconcile(ctx context.Context, name string) (time.Duration, error
 	if err != nil {
 		return 0, err
 	}
+	quota := h.quotaBytes(t)
+	msg, err := h.applyQuota(ctx, t, in, quota)
+	if err != nil {
+		return 0, err
+	}
 	return 0, h.setStatus(ctx, t, func(s *Status) {
-		s.Phase, s.Message, s.KubeconfigSecret = PhaseReady, "", secret
+		s.Phase, s.Message, s.KubeconfigSecret = PhaseReady, msg, secret
 		s.Endpoint = h.endpoint(t.Status.Port)
+		s.QuotaBytes = quota
 	})
 }
 
@@ -608,17 +614,16 @@ func (h *Host) start(ctx context.Context, t *Tenant, sl *slot, token string, l n
 		l.Close()
 		return nil, err
 	}
-	opts.QuotaBytes = h.cfg.QuotaBytes
-	if t.Spec.Quota != nil {
-		opts.QuotaBytes = t.Spec.Quota.Value()
-	}
+	opts.QuotaBytes = h.quotaBytes(t)
+	name := t.Name
+	// A NOSPACE alarm shows in the Tenant's status (applyQuota).
+	opts.OnAlarm = func(sqlstore.Alarm) { h.queue.Add(name) }
 	log := h.cfg.Log.With().Str("tenant", t.Name).Logger()
 	opts.Logger = log
 	opts.Registerer = h.cfg.Metrics.storeRegisterer(t.Name)
 	cfg.WrapHandler = h.cfg.Metrics.wrap(t.Name)
 	in := runInstance(context.WithoutCancel(ctx), t.Name, opts, cfg, l, log)
 	sl.in = in
-	name := t.Name
 	go func() {
 		select {
 		case <-in.ready:

@@ -26,7 +26,8 @@ type instance struct {
 
 	mu      sync.Mutex
 	serving *controlplane.Serving
-	ready   chan struct{} // closed when serving
+	store   *sqlstore.Store // open (nil before, and once stopped)
+	ready   chan struct{}   // closed when serving
 }
 
 // runInstance starts a tenant on l with cfg (a copy is kept), its data in
@@ -44,7 +45,7 @@ func runInstance(parent context.Context, name string, store sqlstore.Options, cf
 	}
 	go func() {
 		defer close(in.done)
-		in.err = serveTenant(ctx, store, &cfg)
+		in.err = in.serve(ctx, store, &cfg)
 		if in.err == nil && ctx.Err() == nil {
 			in.err = fmt.Errorf("tenant %s stopped serving", name)
 		}
@@ -52,7 +53,7 @@ func runInstance(parent context.Context, name string, store sqlstore.Options, cf
 	return in
 }
 
-func serveTenant(ctx context.Context, opts sqlstore.Options, cfg *controlplane.Config) error {
+func (in *instance) serve(ctx context.Context, opts sqlstore.Options, cfg *controlplane.Config) error {
 	start := time.Now()
 	log := cfg.Log
 	store, err := sqlstore.Open(ctx, opts)
@@ -63,6 +64,14 @@ func serveTenant(ctx context.Context, opts sqlstore.Options, cfg *controlplane.C
 		return err
 	}
 	defer store.Close()
+	in.mu.Lock()
+	in.store = store
+	in.mu.Unlock()
+	defer func() {
+		in.mu.Lock()
+		in.store = nil
+		in.mu.Unlock()
+	}()
 	// A tenant's /readyz says when the disk under its SQLite store is
 	// full, as sqlkube server's does (a tenant serves no /metrics).
 	cfg.ReadyzChecks = append(cfg.ReadyzChecks, apiserver.ReadyzCheck{Name: "datastore-disk", Check: store.CheckDiskSpace})
@@ -84,6 +93,14 @@ func (in *instance) stop() error {
 	in.cancel()
 	<-in.done
 	return in.err
+}
+
+// openStore is the instance's store while it is open (nil: not yet, or
+// no longer).
+func (in *instance) openStore() *sqlstore.Store {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.store
 }
 
 // waitReady waits until the instance serves, stops, or ctx ends.

@@ -82,6 +82,11 @@ type Status struct {
 	KubeconfigSecret string `json:"kubeconfigSecret,omitempty"`
 	// Datastore is where the data is ("" until placed).
 	Datastore string `json:"datastore,omitempty"`
+	// QuotaBytes is the datastore quota the host applied last, in bytes
+	// (spec.quota, or the host's default; negative: none). A change of
+	// it clears a NOSPACE alarm when the datastore is under the new
+	// quota (applyQuota).
+	QuotaBytes int64 `json:"quotaBytes,omitempty"`
 	// ObservedGeneration is the Spec generation the status is about.
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 }
