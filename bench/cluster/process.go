@@ -77,6 +77,38 @@ func Start(name, bin string, args []string, logPath string, stdout chan<- string
 	return p, nil
 }
 
+// StartUntil runs bin with args as Start does, and waits until a line of
+// its standard output contains marker. If the line does not come within
+// timeout, or ctx ends first, it stops the process; if the process ends
+// first, the error wraps ErrExited. Either way it says where the log is.
+func StartUntil(ctx context.Context, name, bin string, args []string, logPath, marker string, timeout time.Duration) (*Process, error) {
+	lines := make(chan string, 64)
+	p, err := Start(name, bin, args, logPath, lines)
+	if err != nil {
+		return nil, err
+	}
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	for {
+		select {
+		case line := <-lines:
+			if strings.Contains(line, marker) {
+				return p, nil
+			}
+		case err := <-p.done:
+			p.done <- err
+			_ = p.Stop()
+			return nil, fmt.Errorf("%w: %s exited before it served (%v); its log: %s", ErrExited, name, err, logPath)
+		case <-t.C:
+			_ = p.Stop()
+			return nil, fmt.Errorf("cluster: %s did not serve within %v; its log: %s", name, timeout, logPath)
+		case <-ctx.Done():
+			_ = p.Stop()
+			return nil, ctx.Err()
+		}
+	}
+}
+
 // Pid is the process's id.
 func (p *Process) Pid() int { return p.cmd.Process.Pid }
 

@@ -15,7 +15,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -181,30 +180,7 @@ func (p *pgServer) stats(ctx context.Context) (tx int64, conns int, err error) {
 // to logPath) and waits until a line of its standard output contains
 // marker.
 func start(ctx context.Context, binary, logPath, marker string, timeout time.Duration, args ...string) (*cluster.Process, error) {
-	lines := make(chan string, 64)
-	p, err := cluster.Start(filepath.Base(binary), binary, args, logPath, lines)
-	if err != nil {
-		return nil, err
-	}
-	t := time.NewTimer(timeout)
-	defer t.Stop()
-	for {
-		select {
-		case line := <-lines:
-			if strings.Contains(line, marker) {
-				return p, nil
-			}
-		case err := <-p.Done():
-			_ = p.Stop()
-			return nil, fmt.Errorf("%s exited before it served (%v); its log: %s", filepath.Base(binary), err, logPath)
-		case <-t.C:
-			_ = p.Stop()
-			return nil, fmt.Errorf("%s did not serve within %v; its log: %s", filepath.Base(binary), timeout, logPath)
-		case <-ctx.Done():
-			_ = p.Stop()
-			return nil, ctx.Err()
-		}
-	}
+	return cluster.StartUntil(ctx, filepath.Base(binary), binary, args, logPath, marker, timeout)
 }
 
 // idleWindow samples the processes' CPU, and PostgreSQL's transactions
