@@ -310,22 +310,31 @@ func (h *Host) reconcile(ctx context.Context, name string) (time.Duration, error
 	}
 	if !hasFinalizer(t) {
 		t.Finalizers = append(t.Finalizers, Finalizer)
-		return 0, h.update(ctx, t)
+		if err := h.update(ctx, t); err != nil {
+			return 0, err
+		}
+		crashPoint(CrashAfterFinalizer, t.Name)
+		return 0, nil
 	}
 	token, err := h.ensureToken(ctx, t)
 	if err != nil {
 		return 0, err
 	}
+	crashPoint(CrashAfterToken, t.Name)
 	if t.Status.Port == 0 {
 		port, err := h.allocatePort(t.Name)
 		if err != nil {
 			return 0, h.setStatus(ctx, t, func(s *Status) { s.Phase, s.Message = PhaseFailed, err.Error() })
 		}
-		return 0, h.setStatus(ctx, t, func(s *Status) {
+		if err := h.setStatus(ctx, t, func(s *Status) {
 			s.Port, s.Phase, s.Message = port, PhasePending, ""
 			s.Endpoint = h.endpoint(port)
 			s.Datastore = h.dsn(t.Name)
-		})
+		}); err != nil {
+			return 0, err
+		}
+		crashPoint(CrashAfterPort, t.Name)
+		return 0, nil
 	}
 	if t.Status.Datastore != "" && t.Status.Datastore != h.dsn(t.Name) {
 		// Never a new empty cluster in place of one whose data is
@@ -374,10 +383,12 @@ func (h *Host) reconcile(ctx context.Context, name string) (time.Duration, error
 		return 0, h.setStatus(ctx, t, func(s *Status) { s.Phase, s.Message = PhasePending, "starting" })
 	}
 	sv, _ := in.waitReady(ctx)
+	crashPoint(CrashAfterStart, t.Name)
 	secret, err := h.ensureKubeconfig(ctx, t, sv)
 	if err != nil {
 		return 0, err
 	}
+	crashPoint(CrashAfterSecret, t.Name)
 	quota := h.quotaBytes(t)
 	msg, err := h.applyQuota(ctx, t, in, quota)
 	if err != nil {
@@ -450,6 +461,7 @@ func sqlTenant(name string) sqlstore.Tenant {
 // half-made) the first time this host starts it.
 func (h *Host) place(ctx context.Context, name string, sl *slot) (sqlstore.Options, error) {
 	if h.cfg.Shared == nil {
+		crashPoint(CrashAfterDatastore, name) // its directory is made
 		return sqlstore.Options{DSN: h.dsn(name)}, nil
 	}
 	t := sqlTenant(name)
@@ -458,6 +470,7 @@ func (h *Host) place(ctx context.Context, name string, sl *slot) (sqlstore.Optio
 			return sqlstore.Options{}, fmt.Errorf("provision tenant %s: %w", name, err)
 		}
 		sl.provisioned = true
+		crashPoint(CrashAfterDatastore, name)
 	}
 	return sqlstore.Options{Shared: h.cfg.Shared, Tenant: t}, nil
 }
@@ -650,22 +663,27 @@ func (h *Host) remove(ctx context.Context, t *Tenant) error {
 		if err := h.setStatus(ctx, t, func(s *Status) { s.Phase, s.Message = PhaseDeleting, "" }); err != nil {
 			return err
 		}
+		crashPoint(CrashAfterDeleting, t.Name)
 	}
 	h.drop(t.Name)
 	h.cfg.Metrics.forget(t.Name)
+	crashPoint(CrashAfterStop, t.Name)
 	if h.cfg.Shared != nil {
 		if err := h.cfg.Shared.Drop(ctx, sqlTenant(t.Name)); err != nil {
 			return fmt.Errorf("drop tenant %s's schema and role: %w", t.Name, err)
 		}
 	}
+	crashPoint(CrashAfterDropData, t.Name)
 	if err := os.RemoveAll(h.tenantDir(t.Name)); err != nil {
 		return err
 	}
+	crashPoint(CrashAfterRemoveFiles, t.Name)
 	for _, s := range []string{t.Name + "-kubeconfig", t.Name + "-token"} {
 		if err := h.cs.CoreV1().Secrets(Namespace).Delete(ctx, s, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 			return err
 		}
 	}
+	crashPoint(CrashBeforeFinalizer, t.Name)
 	fresh, err := h.get(t.Name)
 	if err != nil || fresh == nil {
 		return err

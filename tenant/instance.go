@@ -85,6 +85,7 @@ func (in *instance) serve(ctx context.Context, opts sqlstore.Options, cfg *contr
 		}
 		return err
 	}
+	crashPoint(CrashAfterIdentity, in.name)
 	return controlplane.Serve(ctx, cfg, client, store.Describe(), start)
 }
 
