@@ -77,8 +77,8 @@ func (h *Shared) OpenExport(ctx context.Context, t Tenant) (*Export, error) {
 	if err != nil {
 		return nil, err
 	}
-	var exists bool
-	if err := h.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)`, t.Schema).Scan(&exists); err != nil {
+	exists, err := h.Provisioned(ctx, t)
+	if err != nil {
 		c.close()
 		return nil, err
 	}

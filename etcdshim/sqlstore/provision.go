@@ -61,6 +61,17 @@ func (h *Shared) provisionUpTo(ctx context.Context, t Tenant, n int) error {
 	return nil
 }
 
+// Provisioned reports whether the tenant's schema exists on the handle's
+// database (made by Provision, perhaps not finished).
+func (h *Shared) Provisioned(ctx context.Context, t Tenant) (bool, error) {
+	if err := t.validate(); err != nil {
+		return false, err
+	}
+	var ok bool
+	err := h.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)`, t.Schema).Scan(&ok)
+	return ok, err
+}
+
 // Drop removes a tenant's place and everything in it, or finishes removing
 // one: its schema with its tables, whatever else the role owns in the
 // database and the privileges granted to it, and the role. A tenant that
