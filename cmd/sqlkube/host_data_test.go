@@ -244,8 +244,12 @@ func TestHost_TenantMove(t *testing.T) {
 	// placed checks where the tenant's data is after a move: in datastore
 	// ds (its schema, or its SQLite file) and nowhere else, the old copy
 	// dropped once the tenant runs.
-	placed := func(step, ds string) {
+	placed := func(step, ds string, phase ...string) {
 		t.Helper()
+		wantPhase := tenant.PhaseReady
+		if len(phase) > 0 {
+			wantPhase = phase[0]
+		}
 		var last *tenant.Tenant
 		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 			var err error
@@ -255,8 +259,8 @@ func TestHost_TenantMove(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: the old copy is not dropped: %+v", step, last.Status)
 		}
-		if last.Status.Datastore != ds || last.Status.Phase != tenant.PhaseReady {
-			t.Errorf("%s: status says datastore %q, phase %s; want %s, Ready", step, last.Status.Datastore, last.Status.Phase, ds)
+		if last.Status.Datastore != ds || last.Status.Phase != wantPhase {
+			t.Errorf("%s: status says datastore %q, phase %s; want %s, %s", step, last.Status.Datastore, last.Status.Phase, ds, wantPhase)
 		}
 		c := meta.FindStatusCondition(last.Status.Conditions, tenant.ConditionPlaced)
 		if c == nil || c.Status != metav1.ConditionTrue || !strings.Contains(c.Message, "at revision") {
@@ -312,13 +316,21 @@ func TestHost_TenantMove(t *testing.T) {
 	}
 	want["configmap/after-1"] = strconv.FormatInt(after1, 10)
 
-	// 2. Through the CLI: to SQLite, then back to the first database.
+	// 2. Through the CLI: to SQLite while suspended (it stays so, and
+	// its first request wakes it there), then back to the first database.
+	if out, err := tenantCLI(t, dir, "suspend", name); err != nil {
+		t.Fatalf("tenant suspend: %v\n%s", err, out)
+	}
 	for _, ds := range []string{"sqlite", "default"} {
 		out, err := tenantCLI(t, dir, "move", name, "--datastore", ds)
 		if err != nil || !strings.Contains(out, "datastore "+ds) {
 			t.Fatalf("tenant move --datastore %s: %v\n%s", ds, err, out)
 		}
-		placed("to "+ds+" (CLI)", ds)
+		if ds == "sqlite" {
+			placed("to "+ds+" (CLI), suspended", ds, tenant.PhaseSuspended)
+		} else {
+			placed("to "+ds+" (CLI)", ds)
+		}
 		checkObjects(t, "after the move to "+ds, a, want)
 	}
 
@@ -461,10 +473,17 @@ func testTenantBackupRestore(t *testing.T, hostArgs func(suffix string) []string
 		t.Errorf("a write after the backup got revision %d, not above the backup's %d", after, b1.Status.Revision)
 	}
 
-	// A backup through the CLI, to a file; its TenantBackup goes.
+	// A backup through the CLI, to a file, while the tenant is
+	// suspended (it stays so); its TenantBackup goes.
+	if out, err := tenantCLI(t, dir, "suspend", name); err != nil {
+		t.Fatalf("tenant suspend: %v\n%s", err, out)
+	}
 	file := filepath.Join(t.TempDir(), "b2.sqlkube.gz")
 	if out, err := tenantCLI(t, dir, "backup", name, "--to", file, "--name", "b2"); err != nil {
 		t.Fatalf("tenant backup --to: %v\n%s", err, out)
+	}
+	if tn, err := getTenant(ctx, tenants, name); err != nil || tn.Status.Phase != tenant.PhaseSuspended || !tn.Spec.Suspended {
+		t.Errorf("a suspended tenant after its backup: %v, %v; want it still suspended", tn.Status.Phase, err)
 	}
 	if fi, err := os.Stat(file); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Errorf("the CLI's backup file: %v, %v; want mode 0600", fi, err)
