@@ -61,6 +61,9 @@ func OpenSink(ctx context.Context, to string, force bool) (Sink, error) {
 type Options struct {
 	// Progress, if set, receives a progress line now and then.
 	Progress io.Writer
+	// Meta, if set, is attached to the copy (Header.Meta): a dump file
+	// keeps it in its header.
+	Meta map[string]string
 }
 
 // Result says what a copy moved.
@@ -79,6 +82,9 @@ type Result struct {
 func Copy(ctx context.Context, src Source, dst Sink, opts Options) (*Result, error) {
 	start := time.Now()
 	h := src.Header()
+	if opts.Meta != nil {
+		h.Meta = opts.Meta
+	}
 	res := &Result{Source: h}
 	p := newProgress(opts.Progress, h)
 	if ps, ok := dst.(interface{ setProgress(io.Writer) }); ok && opts.Progress != nil {
@@ -142,6 +148,13 @@ func Migrate(ctx context.Context, from, to string, force bool, opts Options) (*R
 	if err != nil {
 		return nil, err
 	}
+	return CopyVerified(ctx, src, dst, func(ctx context.Context) (Source, error) { return OpenSource(ctx, to) }, isEtcdDSN(to), opts)
+}
+
+// CopyVerified copies src into dst (closing dst), then reads the target
+// back through reopen and checks it as Migrate does. etcd says the target
+// is an etcd endpoint, which keeps no revisions of its own making.
+func CopyVerified(ctx context.Context, src Source, dst Sink, reopen func(context.Context) (Source, error), etcd bool, opts Options) (*Result, error) {
 	res, err := Copy(ctx, src, dst, opts)
 	if cerr := dst.Close(); err == nil && cerr != nil {
 		err = cerr
@@ -153,7 +166,12 @@ func Migrate(ctx context.Context, from, to string, force bool, opts Options) (*R
 	if opts.Progress != nil {
 		fmt.Fprintf(opts.Progress, "verifying %s\n", dst.Describe())
 	}
-	return res, Verify(ctx, res, to)
+	back, err := reopen(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("datastore: verify: reopen target: %w", err)
+	}
+	defer back.Close()
+	return res, verify(ctx, res, back, etcd)
 }
 
 // Verify reads the target back and compares it with what Copy moved.
@@ -163,6 +181,11 @@ func Verify(ctx context.Context, res *Result, to string) error {
 		return fmt.Errorf("datastore: verify: reopen target: %w", err)
 	}
 	defer back.Close()
+	return verify(ctx, res, back, isEtcdDSN(to))
+}
+
+// verify compares back, the target read back, with what Copy moved.
+func verify(ctx context.Context, res *Result, back Source, etcd bool) error {
 	bh := back.Header()
 	got, err := Read(ctx, back)
 	if err != nil {
@@ -173,7 +196,7 @@ func Verify(ctx context.Context, res *Result, to string) error {
 			ErrMismatch, got.Keys, got.Leases, got.Checksum(), res.Keys, res.Leases, res.Checksum)
 	}
 	switch {
-	case isEtcdDSN(to):
+	case etcd:
 		if bh.Revision < res.Source.Revision {
 			return fmt.Errorf("%w: the target is at revision %d, below the source's %d", ErrMismatch, bh.Revision, res.Source.Revision)
 		}
@@ -184,6 +207,17 @@ func Verify(ctx context.Context, res *Result, to string) error {
 		return fmt.Errorf("%w: the target's log holds %d rows, the source's %d", ErrMismatch, got.LogRows, res.LogRows)
 	}
 	return nil
+}
+
+// ReadHeader reads what the file or datastore from names holds, without
+// copying it: for a dump, its header (Meta included).
+func ReadHeader(ctx context.Context, from string) (Header, error) {
+	src, err := OpenSource(ctx, from)
+	if err != nil {
+		return Header{}, err
+	}
+	defer src.Close()
+	return src.Header(), nil
 }
 
 // Backup writes a consistent copy of the datastore at dsn to path. A

@@ -53,6 +53,9 @@ type Header struct {
 	// Kind names the source's kind: sqlite, postgres, mysql, etcd,
 	// etcd-snapshot or dump.
 	Kind string
+	// Meta is what the copy's maker attached to it (Options.Meta): a
+	// dump keeps it in its header, other targets ignore it.
+	Meta map[string]string
 }
 
 // Source is a consistent copy of one datastore. Its methods are called

@@ -16,13 +16,15 @@ import (
 // stream of JSON lines (bytes are base64, as encoding/json writes them),
 // each an object with a "kind":
 //
-//	{"kind":"header","format":"sqlkube-dump/v1","revision":R,"compactRevision":C,"history":true,"keys":N,"leases":N,"logRows":N,"source":"postgres"}
+//	{"kind":"header","format":"sqlkube-dump/v1","revision":R,"compactRevision":C,"history":true,"keys":N,"leases":N,"logRows":N,"source":"postgres","meta":{…}}
 //	{"kind":"lease","id":I,"ttl":S,"expiresAt":MS}                 every lease
 //	{"kind":"kv","key":B64,"value":B64,"createRevision":…,"modRevision":…,"version":…,"lease":I}   every live key, in key order
 //	{"kind":"log","revision":…,"sub":…,"key":B64,"deleted":false,"createRevision":…,"version":…,"lease":…,"prevRevision":…,"value":B64}   the revision log, in order
 //	{"kind":"end","keys":N,"leases":N,"logRows":N,"checksum":HEX}
 //
 // The end record makes a truncated file detectable; checksum is Digest's.
+// The header's meta, if any, is what the dump's maker attached
+// (Options.Meta): a tenant backup's name, spec and token.
 // `zcat backup.sqlkube.gz | jq` reads it.
 const dumpFormat = "sqlkube-dump/v1"
 
@@ -38,6 +40,8 @@ type dumpRecord struct {
 	LogRows         int64  `json:"logRows,omitempty"`
 	Source          string `json:"source,omitempty"`
 	Checksum        string `json:"checksum,omitempty"`
+	// Meta is the header's Header.Meta (readers that predate it ignore it).
+	Meta map[string]string `json:"meta,omitempty"`
 
 	ID        int64 `json:"id,omitempty"`
 	TTL       int64 `json:"ttl,omitempty"`
@@ -94,7 +98,7 @@ func (s *dumpSink) write(r *dumpRecord) error {
 
 func (s *dumpSink) Begin(_ context.Context, h Header) error {
 	return s.write(&dumpRecord{Kind: "header", Format: dumpFormat, Revision: h.Revision, CompactRevision: h.CompactRevision,
-		History: h.History, Keys: h.Keys, Leases: h.Leases, LogRows: h.LogRows, Source: h.Kind})
+		History: h.History, Keys: h.Keys, Leases: h.Leases, LogRows: h.LogRows, Source: h.Kind, Meta: h.Meta})
 }
 
 func (s *dumpSink) Leases(_ context.Context, ls []LeaseRow) error {
@@ -202,7 +206,7 @@ func openDumpSource(path string) (*dumpSource, error) {
 		return nil, err
 	}
 	s.h = Header{Revision: hdr.Revision, CompactRevision: hdr.CompactRevision, History: hdr.History,
-		Keys: hdr.Keys, Leases: hdr.Leases, LogRows: hdr.LogRows, Kind: "dump"}
+		Keys: hdr.Keys, Leases: hdr.Leases, LogRows: hdr.LogRows, Kind: "dump", Meta: hdr.Meta}
 	return s, nil
 }
 

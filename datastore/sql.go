@@ -13,6 +13,10 @@ type sqlSource struct{ e *sqlstore.Export }
 
 var _ Source = (*sqlSource)(nil)
 
+// NewSQLSource is a Source over an Export (a tenant's on a shared pool,
+// say); closing the Source closes it.
+func NewSQLSource(e *sqlstore.Export) Source { return &sqlSource{e: e} }
+
 func openSQLSource(ctx context.Context, dsn string) (*sqlSource, error) {
 	e, err := sqlstore.OpenExport(ctx, dsn)
 	if err != nil {
@@ -53,6 +57,9 @@ type sqlSink struct {
 }
 
 var _ Sink = (*sqlSink)(nil)
+
+// NewSQLSink is a Sink into an Import; closing the Sink closes it.
+func NewSQLSink(im *sqlstore.Import) Sink { return &sqlSink{im: im} }
 
 func openSQLSink(ctx context.Context, dsn string, force bool) (*sqlSink, error) {
 	im, err := sqlstore.OpenImport(ctx, dsn, force)

@@ -2,6 +2,8 @@ package tenant
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -58,10 +60,18 @@ type HostConfig struct {
 	Components *controlplane.Components
 	// FakeNodes simulated nodes run in each tenant (testing).
 	FakeNodes int
-	// Shared, if set, holds every tenant on one PostgreSQL database: a
-	// schema and a role of its own each, on the handle's bounded pool
-	// (nil: a SQLite file each, under DataDir/tenants/NAME).
+	// Shared, if set, is the datastore called "default" (DefaultDatastore):
+	// one PostgreSQL database that holds tenants in a schema and a role
+	// of their own each, on the handle's bounded pool.
 	Shared *sqlstore.Shared
+	// Datastores are the host's other datastores, by name; "sqlite" (a
+	// SQLite file each, under DataDir/tenants/NAME) is always one.
+	Datastores []Datastore
+	// DefaultDatastore names where a tenant whose spec names no datastore
+	// is placed ("": "default" if Shared is set, else "sqlite").
+	DefaultDatastore string
+	// BackupDir holds the TenantBackups' files ("": DataDir/backups).
+	BackupDir string
 	// Metrics, if set, gets the per-tenant figures (NewMetrics).
 	Metrics *Metrics
 	Log     zerolog.Logger
@@ -89,6 +99,19 @@ type Host struct {
 	// while this host holds LeaseName (Run).
 	components *election.Gate
 
+	// stores are the datastores by name; defaultStore names the default.
+	stores       map[string]*Datastore
+	defaultStore string
+	// dataLocks holds a mutex per tenant name (lockTenant).
+	dataLocks sync.Map
+	// restoreFailed holds a retryAfter per tenant whose restore failed.
+	restoreFailed sync.Map
+	// bg runs what Run waits for besides its workers (dropInBackground).
+	bg sync.WaitGroup
+	// backups reconciles TenantBackups (backup.go).
+	backups       workqueue.TypedRateLimitingInterface[string]
+	backupsLister cache.GenericLister
+
 	mu    sync.Mutex
 	slots map[string]*slot
 }
@@ -101,8 +124,20 @@ type slot struct {
 	// woken is set when a request woke the tenant and the host has not
 	// yet seen its spec resumed.
 	woken bool
-	// provisioned is set once its place in the shared database is made.
-	provisioned bool
+	// datastore names where the tenant's data is, as this host last
+	// placed or moved it ("": as its status says).
+	datastore string
+	// provisioned names the datastore where its place was made by this
+	// host.
+	provisioned string
+	// moving is set while a move has the tenant stopped: nothing starts it.
+	moving bool
+	// moveFailed is the last move that failed, until it is tried again.
+	moveFailed *moveFailure
+	// dropping is set while its pending copies are dropped.
+	dropping bool
+	// checked is set once its data was found where its status says.
+	checked bool
 }
 
 // NewHost builds a host over the host API's cfg.
@@ -124,13 +159,21 @@ func NewHost(cfg HostConfig, rc *rest.Config) (*Host, error) {
 	if err != nil {
 		return nil, err
 	}
+	stores, def, err := datastores(&cfg)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.BackupDir == "" {
+		cfg.BackupDir = filepath.Join(cfg.DataDir, "backups")
+	}
 	return &Host{cfg: cfg, rc: rc, dyn: dyn, tenants: dyn.Resource(GVR), cs: cs, slots: map[string]*slot{},
 		queue:      workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]()),
-		components: election.NewGate()}, nil
+		backups:    workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]()),
+		components: election.NewGate(), stores: stores, defaultStore: def}, nil
 }
 
-// Install makes the Tenant resource and the tenants' namespace on the
-// host API, and waits until the resource is served.
+// Install makes the Tenant and TenantBackup resources and the tenants'
+// namespace on the host API, and waits until the resources are served.
 func Install(ctx context.Context, rc *rest.Config) error {
 	ax, err := apiextensionsclient.NewForConfig(rc)
 	if err != nil {
@@ -140,26 +183,49 @@ func Install(ctx context.Context, rc *rest.Config) error {
 	if err != nil {
 		return err
 	}
-	crd := CRD()
 	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: Namespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 			return false, nil
 		}
-		got, err := ax.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, crd.Name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			_, err = ax.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, crd, metav1.CreateOptions{})
-			return false, nil
-		}
-		if err != nil {
-			return false, nil
-		}
-		for _, c := range got.Status.Conditions {
-			if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
-				return true, nil
+		for _, crd := range []*apiextensionsv1.CustomResourceDefinition{CRD(), BackupCRD()} {
+			if !established(ctx, ax, crd) {
+				return false, nil
 			}
 		}
-		return false, nil
+		return true, nil
 	})
+}
+
+// crdHash annotates a CRD the host made with a hash of its spec.
+const crdHash = "sqlkube.io/spec-hash"
+
+// established makes crd unless it exists (one an older host made is
+// updated to crd), and reports whether it is served.
+func established(ctx context.Context, ax apiextensionsclient.Interface, crd *apiextensionsv1.CustomResourceDefinition) bool {
+	spec, _ := json.Marshal(crd.Spec)
+	sum := sha256.Sum256(spec)
+	crd = crd.DeepCopy()
+	crd.Annotations = map[string]string{crdHash: hex.EncodeToString(sum[:8])}
+	crds := ax.ApiextensionsV1().CustomResourceDefinitions()
+	got, err := crds.Get(ctx, crd.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		_, _ = crds.Create(ctx, crd, metav1.CreateOptions{})
+		return false
+	}
+	if err != nil {
+		return false
+	}
+	if got.Annotations[crdHash] != crd.Annotations[crdHash] {
+		crd.ResourceVersion = got.ResourceVersion
+		_, _ = crds.Update(ctx, crd, metav1.UpdateOptions{})
+		return false
+	}
+	for _, c := range got.Status.Conditions {
+		if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
+			return true
+		}
+	}
+	return false
 }
 
 // Run serves the tenants until ctx ends, then stops them all (their data
@@ -207,14 +273,19 @@ func (h *Host) Run(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
+	backupsSynced, err := h.watchBackups(factory)
+	if err != nil {
+		return err
+	}
 	factory.Start(ctx.Done())
 	defer factory.Shutdown()
-	if !cache.WaitForCacheSync(ctx.Done(), inf.Informer().HasSynced) {
+	if !cache.WaitForCacheSync(ctx.Done(), inf.Informer().HasSynced, backupsSynced) {
 		return ctx.Err()
 	}
 	go func() {
 		<-ctx.Done()
 		h.queue.ShutDown()
+		h.backups.ShutDown()
 	}()
 	var workers sync.WaitGroup
 	for range 4 {
@@ -223,7 +294,14 @@ func (h *Host) Run(ctx context.Context) error {
 			}
 		})
 	}
+	for range 2 {
+		workers.Go(func() {
+			for h.nextBackup(ctx) {
+			}
+		})
+	}
 	workers.Wait()
+	h.bg.Wait()
 	h.stopAll()
 	return nil
 }
@@ -329,21 +407,32 @@ func (h *Host) reconcile(ctx context.Context, name string) (time.Duration, error
 		if err := h.setStatus(ctx, t, func(s *Status) {
 			s.Port, s.Phase, s.Message = port, PhasePending, ""
 			s.Endpoint = h.endpoint(port)
-			s.Datastore = h.dsn(t.Name)
+			if t.Spec.RestoreFrom == nil { // a restored one once its data is in
+				s.Datastore = h.initialDatastore(t)
+			}
 		}); err != nil {
 			return 0, err
 		}
 		crashPoint(CrashAfterPort, t.Name)
 		return 0, nil
 	}
-	if t.Status.Datastore != "" && t.Status.Datastore != h.dsn(t.Name) {
+	if t.Status.Datastore == "" {
+		return h.placeTenant(ctx, t)
+	}
+	if cur := h.currentDatastore(t); cur != t.Status.Datastore { // an older host's words
+		return 0, h.setStatus(ctx, t, func(s *Status) { s.Datastore = cur })
+	}
+	if h.datastore(t.Status.Datastore) == nil {
 		// Never a new empty cluster in place of one whose data is
-		// elsewhere (a host restarted with another --tenant-datastore).
+		// elsewhere (a host restarted without that --tenant-datastore).
 		return 0, h.setStatus(ctx, t, func(s *Status) {
-			s.Phase, s.Message = PhaseFailed, fmt.Sprintf("its data is in %s, and this host keeps tenants in %s", t.Status.Datastore, h.dsn(t.Name))
+			s.Phase, s.Message = PhaseFailed, fmt.Sprintf("its data is in datastore %q, which this host was not given (it has %s)", t.Status.Datastore, h.datastoreNames())
 		})
 	}
 	sl := h.slot(t.Name, t.Status.Port)
+	if requeue, done, err := h.reconcileData(ctx, t, sl); done {
+		return requeue, err
+	}
 	h.mu.Lock()
 	if !t.Spec.Suspended {
 		sl.woken = false
@@ -440,13 +529,8 @@ func (h *Host) endpoint(port int) string {
 // tenantDir is where tenant name's files are on this host.
 func (h *Host) tenantDir(name string) string { return filepath.Join(h.cfg.DataDir, "tenants", name) }
 
-// dsn describes tenant name's datastore.
-func (h *Host) dsn(name string) string {
-	if h.cfg.Shared != nil {
-		return "postgres schema " + sqlTenant(name).Schema
-	}
-	return "sqlite://" + filepath.Join(h.tenantDir(name), "state.db")
-}
+// dsn is tenant name's SQLite DSN (in the datastore "sqlite").
+func (h *Host) dsn(name string) string { return "sqlite://" + h.sqlitePath(name) }
 
 // sqlTenant is tenant name's schema and role on a shared database: its
 // name with '-' as '_', prefixed (a tenant's name is a DNS label of at
@@ -456,23 +540,28 @@ func sqlTenant(name string) sqlstore.Tenant {
 	return sqlstore.Tenant{Schema: n, Role: n}
 }
 
-// place is where tenant name's store opens: its SQLite file, or its
-// schema on the shared database, provisioned (again, if a crash left it
-// half-made) the first time this host starts it.
+// place is where tenant name's store opens, in the datastore sl names:
+// its SQLite file, or its schema on a shared database, provisioned
+// (again, if a crash left it half-made) the first time this host starts
+// it there.
 func (h *Host) place(ctx context.Context, name string, sl *slot) (sqlstore.Options, error) {
-	if h.cfg.Shared == nil {
+	ds := h.datastore(sl.datastore)
+	if ds == nil {
+		return sqlstore.Options{}, fmt.Errorf("tenant %s: no datastore %q", name, sl.datastore)
+	}
+	if ds.Shared == nil {
 		crashPoint(CrashAfterDatastore, name) // its directory is made
 		return sqlstore.Options{DSN: h.dsn(name)}, nil
 	}
 	t := sqlTenant(name)
-	if !sl.provisioned {
-		if err := h.cfg.Shared.Provision(ctx, t); err != nil {
+	if sl.provisioned != ds.Name {
+		if err := ds.Shared.Provision(ctx, t); err != nil {
 			return sqlstore.Options{}, fmt.Errorf("provision tenant %s: %w", name, err)
 		}
-		sl.provisioned = true
+		sl.provisioned = ds.Name
 		crashPoint(CrashAfterDatastore, name)
 	}
-	return sqlstore.Options{Shared: h.cfg.Shared, Tenant: t}, nil
+	return sqlstore.Options{Shared: ds.Shared, Tenant: t}, nil
 }
 
 // allocatePort is the lowest port of the range no other tenant has (or,
@@ -584,6 +673,12 @@ func (h *Host) start(ctx context.Context, t *Tenant, sl *slot, token string, l n
 		}
 		return sl.in, nil
 	}
+	if sl.moving {
+		if l != nil {
+			l.Close()
+		}
+		return nil, fmt.Errorf("tenant %s is moving", t.Name)
+	}
 	if sl.wake != nil { // resumed by its spec: the port is ours already
 		l = sl.wake.Listener
 		sl.wake.detach()
@@ -668,10 +763,8 @@ func (h *Host) remove(ctx context.Context, t *Tenant) error {
 	h.drop(t.Name)
 	h.cfg.Metrics.forget(t.Name)
 	crashPoint(CrashAfterStop, t.Name)
-	if h.cfg.Shared != nil {
-		if err := h.cfg.Shared.Drop(ctx, sqlTenant(t.Name)); err != nil {
-			return fmt.Errorf("drop tenant %s's schema and role: %w", t.Name, err)
-		}
+	if err := h.dropData(ctx, t); err != nil {
+		return err
 	}
 	crashPoint(CrashAfterDropData, t.Name)
 	if err := os.RemoveAll(h.tenantDir(t.Name)); err != nil {
@@ -705,9 +798,18 @@ func (h *Host) ensureToken(ctx context.Context, t *Tenant) (string, error) {
 	if err == nil || !apierrors.IsNotFound(err) {
 		return token, err
 	}
+	if t.Spec.RestoreFrom != nil && t.Status.Datastore == "" {
+		return "", nil // the backup's, made with its data (restore)
+	}
 	if token, err = identity.NewToken(); err != nil {
 		return "", err
 	}
+	return h.createToken(ctx, t, token)
+}
+
+// createToken stores token as tenant t's, unless it has one already,
+// which it returns.
+func (h *Host) createToken(ctx context.Context, t *Tenant, token string) (string, error) {
 	s := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: t.Name + "-token", Namespace: Namespace, OwnerReferences: owner(t)},
 		Data:       map[string][]byte{"token": []byte(token)},

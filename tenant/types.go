@@ -43,6 +43,24 @@ const (
 	PhaseSuspended = "Suspended" // data kept, nothing running; woken by a request
 	PhaseDeleting  = "Deleting"
 	PhaseFailed    = "Failed" // Status.Message says why
+	// PhaseMoving: stopped while its data is copied to the datastore
+	// spec.datastore names (Lifecycle: move).
+	PhaseMoving = "Moving"
+	// PhaseRestoring: its datastore is being filled from
+	// spec.restoreFrom, before it first starts.
+	PhaseRestoring = "Restoring"
+)
+
+// Conditions of a Tenant (Status.Conditions).
+const (
+	// ConditionPlaced is True when the tenant's data is in the datastore
+	// its spec names; False while it moves (reason Moving) or when a move
+	// failed (MoveFailed: the tenant runs where it was, and the host
+	// tries again later) or cannot be made (UnknownDatastore).
+	ConditionPlaced = "Placed"
+	// ConditionRestored is True once the tenant was filled from
+	// spec.restoreFrom; False (RestoreFailed) when that failed.
+	ConditionRestored = "Restored"
 )
 
 // Tenant is one hosted cluster.
@@ -59,7 +77,11 @@ type Spec struct {
 	// a tenant runs the version of the host's binary, and is upgraded
 	// with it).
 	Version string `json:"version,omitempty"`
-	// Datastore places the tenant's data ("": the host's default).
+	// Datastore names the datastore that keeps the tenant's data, one of
+	// the host's (`sqlkube host --tenant-datastore NAME=DSN`; "sqlite":
+	// a SQLite file under the host's data directory). Empty: the host's
+	// default when the tenant is first placed, and wherever it is since.
+	// Naming another moves the tenant there.
 	Datastore string `json:"datastore,omitempty"`
 	// Quota is the tenant's datastore quota (etcd's
 	// --quota-backend-bytes; empty: the host's default).
@@ -67,6 +89,20 @@ type Spec struct {
 	// Suspended frees the tenant's memory and connections; its data is
 	// kept, and a request to its endpoint resumes it.
 	Suspended bool `json:"suspended,omitempty"`
+	// RestoreFrom, if set on a new Tenant, fills its datastore from a
+	// backup before it first starts, instead of an empty cluster: the
+	// same objects at the backup's revision, and the same identity (the
+	// backup carries its token). Read once, when the tenant is placed.
+	RestoreFrom *RestoreSource `json:"restoreFrom,omitempty"`
+}
+
+// RestoreSource names a tenant backup: one of Backup or File.
+type RestoreSource struct {
+	// Backup names a Completed TenantBackup.
+	Backup string `json:"backup,omitempty"`
+	// File is a backup file on the host's machine, an absolute path (as
+	// `sqlkube tenant backup --to` writes one).
+	File string `json:"file,omitempty"`
 }
 
 // Status is what the host reports.
@@ -80,13 +116,20 @@ type Status struct {
 	// KubeconfigSecret names the Secret (in Namespace) holding the admin
 	// kubeconfig, key "kubeconfig".
 	KubeconfigSecret string `json:"kubeconfigSecret,omitempty"`
-	// Datastore is where the data is ("" until placed).
+	// Datastore names the datastore the data is in ("" until placed).
 	Datastore string `json:"datastore,omitempty"`
 	// QuotaBytes is the datastore quota the host applied last, in bytes
 	// (spec.quota, or the host's default; negative: none). A change of
 	// it clears a NOSPACE alarm when the datastore is under the new
 	// quota (applyQuota).
 	QuotaBytes int64 `json:"quotaBytes,omitempty"`
+	// DropPending names datastores that hold a copy of the tenant's data
+	// that is not the one it runs on: what a move left behind, or the
+	// target of a move or restore that failed or was cut short. The host
+	// drops them (never Datastore's).
+	DropPending []string `json:"dropPending,omitempty"`
+	// Conditions: Placed, Restored.
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
 	// ObservedGeneration is the Spec generation the status is about.
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 }
@@ -142,6 +185,7 @@ func CRD() *apiextensionsv1.CustomResourceDefinition {
 				AdditionalPrinterColumns: []apiextensionsv1.CustomResourceColumnDefinition{
 					{Name: "Phase", Type: "string", JSONPath: ".status.phase"},
 					{Name: "Endpoint", Type: "string", JSONPath: ".status.endpoint"},
+					{Name: "Datastore", Type: "string", JSONPath: ".status.datastore"},
 					{Name: "Suspended", Type: "boolean", JSONPath: ".spec.suspended"},
 					{Name: "Age", Type: "date", JSONPath: ".metadata.creationTimestamp"},
 				},
@@ -156,6 +200,11 @@ func CRD() *apiextensionsv1.CustomResourceDefinition {
 								Pattern:     `^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$`,
 								Description: "datastore quota in bytes (empty: the host's default)"},
 							"suspended": {Type: "boolean", Description: "suspend: memory and connections freed, data kept"},
+							"restoreFrom": {Type: "object", Description: "on a new tenant: fill it from a backup (one of backup, file)",
+								Properties: map[string]apiextensionsv1.JSONSchemaProps{
+									"backup": str("a Completed TenantBackup's name"),
+									"file":   str("a backup file on the host's machine (absolute path)"),
+								}},
 						}},
 						"status": {Type: "object", XPreserveUnknownFields: &yes},
 					},

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -35,7 +37,9 @@ type hostFlags struct {
 	quota       int64
 	fakeNodes   int
 	pprof       string
-	tenantDS    string
+	tenantDS    []string
+	defaultDS   string
+	backupDir   string
 	maxConns    int
 }
 
@@ -48,7 +52,11 @@ func newHostCommand(lf *logFlags) *cobra.Command {
 		Short: "Host many tenant clusters in one process, managed as Tenant objects (tenants.sqlkube.io) on the host's own API",
 		Long: "Host many tenant clusters in one process. The host serves its own Kubernetes API (its admin kubeconfig is\n" +
 			"DATA_DIR/kubeconfig), where Tenant objects (kubectl, or `sqlkube tenant`) ask for clusters; each tenant is a whole\n" +
-			"cluster (identity, API endpoint on a port of --tenant-ports, controllers, scheduler, data of its own).",
+			"cluster (identity, API endpoint on a port of --tenant-ports, controllers, scheduler, data of its own).\n\n" +
+			"A tenant's data is in one of the host's datastores: \"sqlite\" (a SQLite file each under DATA_DIR/tenants), or a\n" +
+			"PostgreSQL database given with --tenant-datastore [NAME=]postgres://… (a schema and a role each). A Tenant's\n" +
+			"spec.datastore names one; changing it moves the tenant (`sqlkube tenant move`). TenantBackup objects (`sqlkube\n" +
+			"tenant backup`) write backups to --tenant-backup-dir, which a new Tenant's spec.restoreFrom restores.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log, err := stderrLogger(lf)
@@ -69,8 +77,10 @@ func newHostCommand(lf *logFlags) *cobra.Command {
 	fl.StringVar(&f.advertise, "advertise-address", "", "address tenants' kubernetes Services name, which their pods reach them at (default: the host's)")
 	fl.Int64Var(&f.quota, "quota-backend-bytes", 0, "a tenant's datastore quota unless its spec gives one, as etcd's flag (0: 2 GiB; negative: none)")
 	fl.IntVar(&f.fakeNodes, "tenant-fake-nodes", 0, "simulated nodes in each tenant (testing)")
-	fl.StringVar(&f.tenantDS, "tenant-datastore", "", "a PostgreSQL database (postgres://…) that holds every tenant, a schema and a role of its own each, on one bounded pool (default: a SQLite file each, under DATA_DIR/tenants)")
-	fl.IntVar(&f.maxConns, "tenant-datastore-max-conns", sqlstore.DefaultSharedMaxConns, "connections to --tenant-datastore in all, its LISTEN one included, whatever the number of tenants")
+	fl.StringArrayVar(&f.tenantDS, "tenant-datastore", nil, "[NAME=]postgres://…: a PostgreSQL database that holds tenants, a schema and a role of its own each, on one bounded pool; repeat it with names for more (a Tenant's spec.datastore names one; without a name it is \"default\", and the default). \"sqlite\", a SQLite file each under DATA_DIR/tenants, is always one")
+	fl.StringVar(&f.defaultDS, "tenant-default-datastore", "", "the datastore of tenants whose spec names none (default: the unnamed --tenant-datastore, else sqlite)")
+	fl.StringVar(&f.backupDir, "tenant-backup-dir", "", "where TenantBackups' files are written (default: DATA_DIR/backups)")
+	fl.IntVar(&f.maxConns, "tenant-datastore-max-conns", sqlstore.DefaultSharedMaxConns, "connections to each --tenant-datastore in all, its LISTEN one included, whatever the number of tenants")
 	fl.StringVar(&f.pprof, "pprof-address", "", "serve net/http/pprof here (debugging)")
 	_ = fl.MarkHidden("pprof-address")
 	return cmd
@@ -79,6 +89,16 @@ func newHostCommand(lf *logFlags) *cobra.Command {
 // tenantDatastoreOpened, if set, is given --tenant-datastore's handle
 // once it is open (tests count the tenants' transactions on it).
 var tenantDatastoreOpened func(*sqlstore.Shared)
+
+// parseTenantDatastore splits a --tenant-datastore value into its name
+// ("": the unnamed one) and DSN: NAME=DSN when what comes before the
+// first '=' is a datastore's name (a DSN's own '=' come after its "://").
+func parseTenantDatastore(s string) (name, dsn string) {
+	if n, d, ok := strings.Cut(s, "="); ok && !strings.Contains(n, "://") && tenant.ValidDatastoreName(n) == "" {
+		return n, d
+	}
+	return "", s
+}
 
 func parsePortRange(s string) (int, int, error) {
 	if s == "0" {
@@ -136,20 +156,44 @@ func runHost(ctx context.Context, f *hostFlags, log zerolog.Logger, out io.Write
 		return err
 	}
 	hostLog := log.With().Str("component", "tenant-host").Logger()
-	var shared *sqlstore.Shared
-	if f.tenantDS != "" {
-		if shared, err = sqlstore.NewShared(ctx, f.tenantDS, sqlstore.SharedOptions{MaxConns: f.maxConns, Logger: hostLog}); err != nil {
-			return fmt.Errorf("--tenant-datastore: %w", err)
-		}
-		defer shared.Close() // after the tenants' stores (tenantsDone below)
-		if tenantDatastoreOpened != nil {
-			tenantDatastoreOpened(shared)
-		}
-	}
 	hcfg := tenant.HostConfig{
 		DataDir: f.dataDir, BindAddress: f.tenantBind, EndpointHost: f.tenantHost, Advertise: f.advertise,
-		PortMin: pmin, PortMax: pmax, QuotaBytes: f.quota, Log: hostLog, FakeNodes: f.fakeNodes, Shared: shared,
-		Metrics: tenant.NewMetrics(),
+		PortMin: pmin, PortMax: pmax, QuotaBytes: f.quota, Log: hostLog, FakeNodes: f.fakeNodes,
+		Metrics: tenant.NewMetrics(), DefaultDatastore: f.defaultDS, BackupDir: f.backupDir,
+	}
+	seen := map[string]string{} // database -> the datastore that names it
+	for _, v := range f.tenantDS {
+		name, dsn := parseTenantDatastore(v)
+		if name == tenant.DefaultDatastore {
+			name = "" // the unnamed one's name
+		}
+		flag := "--tenant-datastore " + cmp.Or(name, tenant.DefaultDatastore)
+		shared, err := sqlstore.NewShared(ctx, dsn, sqlstore.SharedOptions{MaxConns: f.maxConns, Logger: hostLog.With().Str("datastore", name).Logger()})
+		if err != nil {
+			return fmt.Errorf("%s: %w", flag, err)
+		}
+		defer shared.Close() // after the tenants' stores (tenantsDone below)
+		// Two names for one database would make a move drop the data it
+		// moved.
+		id, err := shared.DatabaseID(ctx)
+		if err != nil {
+			return fmt.Errorf("%s: %w", flag, err)
+		}
+		if other, dup := seen[id]; dup {
+			return fmt.Errorf("--tenant-datastore %s and %s name the same database", other, cmp.Or(name, tenant.DefaultDatastore))
+		}
+		seen[id] = cmp.Or(name, tenant.DefaultDatastore)
+		switch {
+		case name == "" && hcfg.Shared != nil:
+			return errors.New("--tenant-datastore: one may be unnamed, the others are NAME=DSN")
+		case name == "":
+			hcfg.Shared = shared
+			if tenantDatastoreOpened != nil {
+				tenantDatastoreOpened(shared)
+			}
+		default:
+			hcfg.Datastores = append(hcfg.Datastores, tenant.Datastore{Name: name, Shared: shared})
+		}
 	}
 	// The host's /metrics serves the tenants' figures, labelled by tenant.
 	if cfg.Metrics != nil {

@@ -32,13 +32,13 @@ func newTenantCommand() *cobra.Command {
 	var timeout time.Duration
 	cmd := &cobra.Command{
 		Use:   "tenant",
-		Short: "Create, list, suspend, resume and delete the tenant clusters of a `sqlkube host`",
+		Short: "Create, list, suspend, resume, move, back up, restore and delete the tenant clusters of a `sqlkube host`",
 	}
 	pf := cmd.PersistentFlags()
 	pf.StringVar(&dataDir, "data-dir", "./sqlkube-host", "the host's data directory (its admin kubeconfig is used)")
 	pf.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig of the host's API (default: DATA_DIR/kubeconfig)")
 	pf.DurationVar(&timeout, "timeout", 2*time.Minute, "how long to wait for the tenant")
-	clients := func() (dynamic.ResourceInterface, kubernetes.Interface, error) {
+	dynClient := func() (dynamic.Interface, kubernetes.Interface, error) {
 		path := kubeconfig
 		if path == "" {
 			path = filepath.Join(dataDir, "kubeconfig")
@@ -52,9 +52,16 @@ func newTenantCommand() *cobra.Command {
 			return nil, nil, err
 		}
 		cs, err := kubernetes.NewForConfig(cfg)
-		return dyn.Resource(tenant.GVR), cs, err
+		return dyn, cs, err
 	}
-	var quota, out string
+	clients := func() (dynamic.ResourceInterface, kubernetes.Interface, error) {
+		dyn, cs, err := dynClient()
+		if err != nil {
+			return nil, nil, err
+		}
+		return dyn.Resource(tenant.GVR), cs, nil
+	}
+	var quota, out, ds string
 	var suspended bool
 	create := &cobra.Command{
 		Use:   "create NAME",
@@ -69,7 +76,7 @@ func newTenantCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			t := &tenant.Tenant{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: tenant.Spec{Suspended: suspended}}
+			t := &tenant.Tenant{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: tenant.Spec{Suspended: suspended, Datastore: ds}}
 			if quota != "" {
 				q, err := resource.ParseQuantity(quota)
 				if err != nil {
@@ -104,6 +111,7 @@ func newTenantCommand() *cobra.Command {
 	create.Flags().StringVar(&quota, "quota", "", "datastore quota, e.g. 512Mi (default: the host's)")
 	create.Flags().BoolVar(&suspended, "suspended", false, "create it suspended")
 	create.Flags().StringVar(&out, "out", "", "write the admin kubeconfig here (default: print the Secret to read it from)")
+	create.Flags().StringVar(&ds, "datastore", "", "the host's datastore to keep its data in (default: the host's default)")
 
 	kc := &cobra.Command{
 		Use:   "kubeconfig NAME",
@@ -140,13 +148,13 @@ func newTenantCommand() *cobra.Command {
 				return err
 			}
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 8, 2, ' ', 0)
-			fmt.Fprintln(w, "NAME\tPHASE\tENDPOINT\tSUSPENDED\tAGE")
+			fmt.Fprintln(w, "NAME\tPHASE\tENDPOINT\tDATASTORE\tSUSPENDED\tAGE")
 			for i := range l.Items {
 				t, err := tenant.FromUnstructured(&l.Items[i])
 				if err != nil {
 					return err
 				}
-				fmt.Fprintf(w, "%s\t%s\t%s\t%v\t%s\n", t.Name, t.Status.Phase, t.Status.Endpoint, t.Spec.Suspended,
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%v\t%s\n", t.Name, t.Status.Phase, t.Status.Endpoint, t.Status.Datastore, t.Spec.Suspended,
 					duration.HumanDuration(time.Since(t.CreationTimestamp.Time)))
 			}
 			return w.Flush()
@@ -201,7 +209,8 @@ func newTenantCommand() *cobra.Command {
 	}
 	cmd.AddCommand(create, kc, list,
 		setSuspended("suspend", "Suspend a tenant: its memory and connections are freed, its data kept; a request to its endpoint resumes it", true, tenant.PhaseSuspended),
-		setSuspended("resume", "Resume a suspended tenant", false, tenant.PhaseReady), del)
+		setSuspended("resume", "Resume a suspended tenant", false, tenant.PhaseReady), del,
+		newTenantMoveCommand(clients, &timeout), newTenantBackupCommand(dynClient, &timeout), newTenantRestoreCommand(dynClient, &timeout))
 	return cmd
 }
 

@@ -65,6 +65,33 @@ func OpenExport(ctx context.Context, dsn string) (*Export, error) {
 	if err != nil {
 		return nil, err
 	}
+	return openExport(ctx, c)
+}
+
+// OpenExport opens tenant t's datastore on the handle for reading, as
+// the package's OpenExport does a DSN's: in one snapshot transaction run
+// as the tenant's role. A tenant that was never provisioned is
+// ErrNoDatastore.
+func (h *Shared) OpenExport(ctx context.Context, t Tenant) (*Export, error) {
+	c, err := h.conns(t)
+	if err != nil {
+		return nil, err
+	}
+	exists, err := h.Provisioned(ctx, t)
+	if err != nil {
+		c.close()
+		return nil, err
+	}
+	if !exists {
+		c.close()
+		return nil, fmt.Errorf("%w: %s has no schema %s", ErrNoDatastore, h.describe, t.Schema)
+	}
+	return openExport(ctx, c)
+}
+
+// openExport begins the export's snapshot on c, which it closes on
+// failure and, later, with the Export.
+func openExport(ctx context.Context, c *conns) (*Export, error) {
 	if err := checkSchema(c); err != nil {
 		c.close()
 		return nil, err

@@ -27,6 +27,23 @@ func OpenImport(ctx context.Context, dsn string, force bool) (*Import, error) {
 	if err != nil {
 		return nil, err
 	}
+	return openImport(ctx, c, force)
+}
+
+// OpenImport begins a load into tenant t's datastore on the handle, as
+// the package's OpenImport does into a DSN's, as the tenant's role.
+// Provision the tenant first.
+func (h *Shared) OpenImport(ctx context.Context, t Tenant, force bool) (*Import, error) {
+	c, err := h.conns(t)
+	if err != nil {
+		return nil, err
+	}
+	return openImport(ctx, c, force)
+}
+
+// openImport migrates c's datastore and begins the load; it closes c on
+// failure and, later, with the Import.
+func openImport(ctx context.Context, c *conns, force bool) (*Import, error) {
 	if _, err := migrateUp(c); err != nil {
 		c.close()
 		return nil, err

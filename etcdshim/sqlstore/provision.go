@@ -61,10 +61,26 @@ func (h *Shared) provisionUpTo(ctx context.Context, t Tenant, n int) error {
 	return nil
 }
 
+// Provisioned reports whether the tenant's schema exists on the handle's
+// database (made by Provision, perhaps not finished).
+func (h *Shared) Provisioned(ctx context.Context, t Tenant) (bool, error) {
+	if err := t.validate(); err != nil {
+		return false, err
+	}
+	var ok bool
+	err := h.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)`, t.Schema).Scan(&ok)
+	return ok, err
+}
+
 // Drop removes a tenant's place and everything in it, or finishes removing
 // one: its schema with its tables, whatever else the role owns in the
 // database and the privileges granted to it, and the role. A tenant that
 // does not exist is dropped already. Close the tenant's stores first.
+//
+// A role is the server's, not a database's: when the tenant also has a
+// place in another database of the same server (a tenant moved from one
+// database to another), the role still owns that one, and Drop keeps it
+// (a later Drop there removes it).
 func (h *Shared) Drop(ctx context.Context, t Tenant) error {
 	return h.dropUpTo(ctx, t, len(dropSteps()))
 }
@@ -233,5 +249,9 @@ func dropTenantRole(ctx context.Context, h *Shared, t Tenant) error {
 		return fmt.Errorf("role %q may log in or has attributes: not a tenant role, not dropped", t.Role)
 	}
 	_, err = h.pool.Exec(ctx, `DROP ROLE IF EXISTS `+ident(t.Role))
+	if isCode(err, "2BP01") { // dependent_objects_still_exist: in another database
+		h.log.Info().Str("role", t.Role).Msg("tenant role kept: it still owns objects in another database of the server")
+		return nil
+	}
 	return err
 }

@@ -133,6 +133,20 @@ func (h *Shared) Stat() (total, acquired int) {
 	return int(st.TotalConns()), int(st.AcquiredConns())
 }
 
+// DatabaseID names the database the handle is on, the same whatever DSN
+// reached it (host name or address, TCP or socket): its name and OID,
+// and the moment its server started. Two handles with the same ID are on
+// one database.
+func (h *Shared) DatabaseID(ctx context.Context) (string, error) {
+	var id string
+	err := h.pool.QueryRow(ctx, `SELECT d.datname || ' ' || d.oid || ' ' || pg_postmaster_start_time()
+ FROM pg_database d WHERE d.datname = current_database()`).Scan(&id)
+	if err != nil {
+		return "", fmt.Errorf("sqlstore: identify the database: %w", err)
+	}
+	return id, nil
+}
+
 // Transactions is how many transactions the handle's stores have run on
 // its pool so far (each statement outside a transaction is one): what
 // PostgreSQL counts as their commits and rollbacks.
