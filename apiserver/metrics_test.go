@@ -150,7 +150,9 @@ func TestMetrics_StableAndBeta(t *testing.T) {
 	}
 	t.Logf("checking %d metrics", len(want))
 	// Object counts, the database size and the in-flight peaks are
-	// published apart from the requests.
+	// published apart from the requests, and a watch is counted once it
+	// has ended: the scenario's ended as it returned, but the server may
+	// not have seen them end yet.
 	var mfs map[string]*dto.MetricFamily
 	var missing []string
 	err := pollUntil(ctx, func() bool {
@@ -159,6 +161,9 @@ func TestMetrics_StableAndBeta(t *testing.T) {
 			if mfs[m.Name] == nil {
 				missing = append(missing, m.Name)
 			}
+		}
+		if !hasSeries(mfs["apiserver_request_total"], map[string]string{"verb": "WATCH", "resource": "configmaps", "component": "apiserver"}) {
+			missing = append(missing, "apiserver_request_total{verb=WATCH,resource=configmaps}")
 		}
 		return len(missing) == 0
 	})

@@ -52,6 +52,15 @@ type Components struct {
 	// components at once: two controller managers would fight over every
 	// object.
 	Elector election.Elector
+	// Endpoints serves the controller manager's and the scheduler's own
+	// HTTPS endpoints, as kube-controller-manager and kube-scheduler do:
+	// /metrics with their metric families, /healthz, /livez and /readyz,
+	// where --secure-port and --bind-address in ControllerArgs and
+	// SchedulerArgs say (upstream's 10257 and 10259 on every address by
+	// default; --secure-port=0 serves none, and that component's families
+	// are then on the API server's /metrics). `sqlkube server` sets it; a
+	// host's tenants serve none (the host's /metrics has their figures).
+	Endpoints bool
 }
 
 // components are what the control plane needs to run the controller

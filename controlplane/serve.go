@@ -109,13 +109,18 @@ func Serve(ctx context.Context, f *Config, client *kubernetes.Client, storageDes
 		Metrics: f.Metrics, ReadyzChecks: f.ReadyzChecks,
 		WatchCacheBookmarkTick: f.WatchCacheBookmarkTick,
 	}
-	if f.Components != nil {
-		// The in-process controller manager and scheduler have no
-		// endpoints of their own yet (10257, 10259): their families
-		// (work queues, leader election, the scheduler's) are served
-		// here too, as before the API server's were told apart.
-		conf.MetricsFamilies = func(string) bool { return true }
+	// The in-process controller manager's and scheduler's endpoints,
+	// listened on before anything starts: a port in use fails the start.
+	endpoints, err := f.Components.componentEndpoints()
+	if err != nil {
+		return err
 	}
+	defer func() {
+		for _, ep := range endpoints {
+			ep.l.Close() // served below, or never
+		}
+	}()
+	conf.MetricsFamilies = apiFamilies(f.Components, endpoints)
 	if _, err := pki.EnsureKubeletClient(files.Dir); err != nil {
 		return fmt.Errorf("certificates: %w", err)
 	}
@@ -212,6 +217,13 @@ func Serve(ctx context.Context, f *Config, client *kubernetes.Client, storageDes
 			return err
 		}
 		background.Go(waitComponents)
+		for _, ep := range endpoints {
+			background.Go(func() {
+				if err := ep.serve(bgCtx, api, files, servingHosts(f, advertise, nil), clientCAs, log); err != nil {
+					log.Error().Err(err).Str("component", ep.name).Msg("the component's endpoint stopped")
+				}
+			})
+		}
 	}
 	if f.Components != nil && f.FakeNodes > 0 {
 		// Simulated nodes, over the loopback client as the controllers.

@@ -26,6 +26,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/profile"
 
 	"github.com/sqlkube/sqlkube/election"
+	"github.com/sqlkube/sqlkube/internal/endpoint"
 )
 
 // Options are kube-scheduler's options: --config, --kubeconfig, --master,
@@ -36,8 +37,9 @@ type Options struct {
 	flags *pflag.FlagSet
 }
 
-// takenFlagSets are the kube-scheduler flag sets sqlkube takes; the others
-// (its own HTTPS endpoint, klog, feature gates) it does not.
+// takenFlagSets are the kube-scheduler flag sets sqlkube takes whole; of
+// its HTTPS endpoint's it takes endpoint.Flags (sqlkube serves the
+// endpoint), and klog's and the feature gates' none.
 var takenFlagSets = []string{"misc", "leader election", "deprecated"}
 
 // NewOptions returns kube-scheduler's defaults.
@@ -50,8 +52,15 @@ func NewOptions() *Options {
 		}
 	}
 	_ = o.flags.MarkHidden("pod-max-in-unschedulable-pods-duration")
+	endpoint.AddFlags(o.flags, ks.Flags.FlagSets["secure serving"])
 	return o
 }
+
+// Endpoint is where the scheduler's HTTPS endpoint listens (upstream's
+// 10259 on every address unless --secure-port and --bind-address say
+// otherwise; none with --secure-port=0) and the certificate it serves
+// (--tls-cert-file, --tls-private-key-file).
+func (o *Options) Endpoint() endpoint.Address { return endpoint.FromOptions(o.ks.SecureServing) }
 
 // FlagSet holds kube-scheduler's flags, to add to a command or to Parse.
 func (o *Options) FlagSet() *pflag.FlagSet { return o.flags }

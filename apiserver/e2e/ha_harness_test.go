@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -59,7 +58,7 @@ func (f *faultServer) start(t *testing.T) time.Duration {
 	begin := time.Now()
 	args := append(slices.Clone(f.args), "--data-dir", f.dir, "--secure-port", strconv.Itoa(f.port),
 		"--advertise-address", f.advertise, "--log-format", "json")
-	s := launch(t, exec.Command(sqlkubeBin, args...), f.dir)
+	s := launch(t, sqlkubeCommand("", args...), f.dir)
 	f.mu.Lock()
 	f.cur = s
 	f.mu.Unlock()

@@ -73,7 +73,7 @@ func TestServer_SharedIdentity(t *testing.T) {
 		dir := t.TempDir()
 		ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
 		args := append([]string{"server", "--datastore", dsn, "--data-dir", dir, "--secure-port", "0", "--disable-node"}, light...)
-		out, err := exec.CommandContext(ctx, sqlkubeBin, append(args, tc.args...)...).CombinedOutput()
+		out, err := exec.CommandContext(ctx, sqlkubeBin, componentPortsOff(append(args, tc.args...))...).CombinedOutput()
 		timedOut := ctx.Err() != nil
 		cancel()
 		var exit *exec.ExitError

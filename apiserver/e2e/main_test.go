@@ -221,10 +221,22 @@ func launch(t testing.TB, cmd *exec.Cmd, dataDir string) *server {
 // sqlkubeCommand runs sqlkube in the network namespace netns ("": the
 // test's own), with nsenter, which enters nothing else.
 func sqlkubeCommand(netns string, args ...string) *exec.Cmd {
+	args = componentPortsOff(args)
 	if netns == "" {
 		return exec.Command(sqlkubeBin, args...)
 	}
 	return exec.Command("nsenter", append([]string{"--net=/run/netns/" + netns, "--", sqlkubeBin}, args...)...)
+}
+
+// componentPortsOff turns off the own endpoints of a `sqlkube server`'s
+// in-process controller manager and scheduler (upstream's fixed ports
+// 10257 and 10259), which servers run side by side on this host would
+// fight over, unless args set their ports.
+func componentPortsOff(args []string) []string {
+	if len(args) == 0 || args[0] != "server" || slices.ContainsFunc(args, func(a string) bool { return strings.Contains(a, "-arg=--secure-port") }) {
+		return args
+	}
+	return append(slices.Clone(args), "--kube-controller-manager-arg=--secure-port=0", "--kube-scheduler-arg=--secure-port=0")
 }
 
 // stop sends SIGTERM and waits for a clean exit.

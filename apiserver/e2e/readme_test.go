@@ -56,7 +56,9 @@ type readmeScenario struct {
 //   - the server gets --secure-port 0 (a free port; its kubeconfig names
 //     it, so `export KUBECONFIG=$PWD/sqlkube-data/kubeconfig` works
 //     unchanged) and --disable-dns (the cluster DNS listens on the fixed
-//     port 10053);
+//     port 10053), and its controller manager and scheduler serve no
+//     endpoints of their own (componentPortsOff: the fixed ports 10257
+//     and 10259);
 //   - it runs no node of this host (--disable-node) except in the node
 //     scenario, whose node is named readme-node for its cleanup, listens
 //     on a free kubelet port instead of 10250, and runs no kube-proxy (its

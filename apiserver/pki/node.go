@@ -64,3 +64,18 @@ func EnsureNode(dir, name string, hosts []string) (NodeFiles, error) {
 	hosts = append([]string{name, "localhost", "127.0.0.1"}, hosts...)
 	return nf, ensureLeaf(nf.ServingCert, nf.ServingKey, ca, caKey, serving, hosts, x509.ExtKeyUsageServerAuth)
 }
+
+// EnsureComponentServing creates, when missing or due, the serving
+// certificate of an in-process component's endpoint (name:
+// kube-controller-manager, kube-scheduler) from the cluster CA, for name,
+// localhost, 127.0.0.1 and hosts, and returns its files.
+func EnsureComponentServing(dir, name string, hosts []string) (certFile, keyFile string, err error) {
+	f := FilesIn(dir)
+	certFile, keyFile = filepath.Join(dir, name+"-serving.crt"), filepath.Join(dir, name+"-serving.key")
+	ca, caKey, err := ensureCA(f.CACert, f.CAKey, "sqlkube-ca")
+	if err != nil {
+		return "", "", err
+	}
+	hosts = append([]string{name, "localhost", "127.0.0.1"}, hosts...)
+	return certFile, keyFile, ensureLeaf(certFile, keyFile, ca, caKey, pkix.Name{CommonName: name}, hosts, x509.ExtKeyUsageServerAuth)
+}

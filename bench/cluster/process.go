@@ -148,7 +148,10 @@ func StartServer(ctx context.Context, bin, dir string, args ...string) (*Server,
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	args = append([]string{"server", "--data-dir", dir, "--secure-port", "0", "--disable-node"}, args...)
+	args = append([]string{"server", "--data-dir", dir, "--secure-port", "0", "--disable-node",
+		// Not upstream's fixed ports of the components' own endpoints,
+		// which a peer (k3s) may hold.
+		"--kube-controller-manager-arg=--secure-port=0", "--kube-scheduler-arg=--secure-port=0"}, args...)
 	lines := make(chan string, 16)
 	p, err := Start("sqlkube server", bin, args, filepath.Join(dir, "server.log"), lines)
 	if err != nil {

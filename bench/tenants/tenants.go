@@ -489,7 +489,8 @@ func RunServers(ctx context.Context, o Options) (res Result, err error) {
 		data := filepath.Join(dir, fmt.Sprint(i+1))
 		begin := time.Now()
 		p, err := start(ctx, o.Binary, filepath.Join(os.TempDir(), fmt.Sprintf("%s-server-%d.log", pg.prefix, i+1)), "Kubernetes API on", time.Minute,
-			"server", "--datastore", dsn, "--data-dir", data, "--secure-port", "0", "--disable-node", "--disable-dns", "--log-level", "warn")
+			"server", "--datastore", dsn, "--data-dir", data, "--secure-port", "0", "--disable-node", "--disable-dns", "--log-level", "warn",
+			"--kube-controller-manager-arg=--secure-port=0", "--kube-scheduler-arg=--secure-port=0")
 		if err != nil {
 			res.Failure = fmt.Sprintf("server %d: %v", i+1, err)
 			break

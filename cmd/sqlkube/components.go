@@ -15,6 +15,7 @@ import (
 
 	"github.com/sqlkube/sqlkube/controllers/manager"
 	"github.com/sqlkube/sqlkube/election"
+	"github.com/sqlkube/sqlkube/internal/endpoint"
 	"github.com/sqlkube/sqlkube/scheduler"
 )
 
@@ -36,6 +37,9 @@ func newControllerManagerCommand(lf *logFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if err := noEndpointFlags(cmd); err != nil {
+				return err
+			}
 			if o.Kubeconfig() == "" {
 				return errors.New("give --kubeconfig")
 			}
@@ -55,6 +59,9 @@ func newControllerManagerCommand(lf *logFlags) *cobra.Command {
 		},
 	}
 	cmd.Flags().AddFlagSet(o.FlagSet())
+	for _, name := range endpoint.Flags {
+		_ = cmd.Flags().MarkHidden(name)
+	}
 	cmd.Flags().StringVar(&metricsAddr, "metrics-address", "", "serve Prometheus /metrics and /healthz over HTTP here (host:port; empty: off)")
 	return cmd
 }
@@ -72,6 +79,9 @@ func newSchedulerCommand(lf *logFlags) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log, err := stderrLogger(lf)
 			if err != nil {
+				return err
+			}
+			if err := noEndpointFlags(cmd); err != nil {
 				return err
 			}
 			sc, err := o.Config()
@@ -97,8 +107,25 @@ func newSchedulerCommand(lf *logFlags) *cobra.Command {
 		},
 	}
 	cmd.Flags().AddFlagSet(o.FlagSet())
+	for _, name := range endpoint.Flags {
+		_ = cmd.Flags().MarkHidden(name)
+	}
 	cmd.Flags().StringVar(&metricsAddr, "metrics-address", "", "serve Prometheus /metrics and /healthz over HTTP here (host:port; empty: off)")
 	return cmd
+}
+
+// noEndpointFlags refuses the HTTPS endpoint's flags (endpoint.Flags) on
+// a component run as its own process, which serves its metrics on
+// --metrics-address instead: those flags are for `sqlkube server`'s
+// in-process components (--kube-controller-manager-arg,
+// --kube-scheduler-arg).
+func noEndpointFlags(cmd *cobra.Command) error {
+	for _, name := range endpoint.Flags {
+		if cmd.Flags().Changed(name) {
+			return fmt.Errorf("--%s: a %s run on its own serves /metrics over HTTP on --metrics-address", name, cmd.Name())
+		}
+	}
+	return nil
 }
 
 // serveMetrics serves the process's metrics (Kubernetes' registry: work

@@ -36,7 +36,8 @@ func startTestServerContext(t *testing.T, ctx context.Context, args ...string) *
 	dir := t.TempDir()
 	ctx, cancel := context.WithCancel(ctx)
 	root := newRootCommand()
-	root.SetArgs(append([]string{"server", "--data-dir", dir, "--secure-port", "0", "--log-level", "error", "--disable-node", "--disable-dns"}, args...))
+	root.SetArgs(append([]string{"server", "--data-dir", dir, "--secure-port", "0", "--log-level", "error", "--disable-node", "--disable-dns",
+		"--kube-controller-manager-arg=--secure-port=0", "--kube-scheduler-arg=--secure-port=0"}, args...))
 	pr, pw := io.Pipe()
 	root.SetOut(pw)
 	done := make(chan error, 1)

@@ -236,6 +236,7 @@ func runServer(ctx context.Context, f *serverFlags, log zerolog.Logger, out io.W
 	}
 	client := storage.Local(etcd)
 	defer client.Close()
+	f.components.Endpoints = true // 10257 and 10259, as upstream's components
 	f.api.Components = &f.components
 	return serveAPI(ctx, &f.api, client, store.Describe(), start)
 }

@@ -34,18 +34,21 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/sqlkube/sqlkube/election"
+	"github.com/sqlkube/sqlkube/internal/endpoint"
 )
 
-// Options are kube-controller-manager's own options (every flag it takes
-// but those of its HTTPS endpoint, which sqlkube does not serve).
+// Options are kube-controller-manager's own options: every flag it takes,
+// and of its HTTPS endpoint's, where it listens and its certificate
+// (endpoint.Flags; sqlkube serves the endpoint itself).
 type Options struct {
 	kcm   *options.KubeControllerManagerOptions
 	flags *pflag.FlagSet
 }
 
 // servedElsewhere are kube-controller-manager's flag sets sqlkube does not
-// take: its own HTTPS endpoint with delegated authentication, and klog's
-// options (sqlkube logs through zerolog).
+// take whole: its HTTPS endpoint's (of which it takes endpoint.Flags) with
+// delegated authentication (the endpoint asks the API server in process),
+// and klog's options (sqlkube logs through zerolog).
 var servedElsewhere = map[string]bool{"secure serving": true, "authentication": true, "authorization": true, "logs": true, "metrics": true}
 
 // NewOptions returns kube-controller-manager's defaults.
@@ -54,7 +57,6 @@ func NewOptions() (*Options, error) {
 	if err != nil {
 		return nil, err
 	}
-	kcm.SecureServing.BindPort = 0 // no HTTPS endpoint of its own
 	o := &Options{kcm: kcm, flags: pflag.NewFlagSet("kube-controller-manager", pflag.ContinueOnError)}
 	fss := kcm.Flags(app.KnownControllers(), app.ControllersDisabledByDefault(), app.ControllerAliases())
 	for _, name := range fss.Order {
@@ -62,8 +64,15 @@ func NewOptions() (*Options, error) {
 			o.flags.AddFlagSet(fss.FlagSets[name])
 		}
 	}
+	endpoint.AddFlags(o.flags, fss.FlagSets["secure serving"])
 	return o, nil
 }
+
+// Endpoint is where the controller manager's HTTPS endpoint listens
+// (upstream's 10257 on every address unless --secure-port and
+// --bind-address say otherwise; none with --secure-port=0) and the
+// certificate it serves (--tls-cert-file, --tls-private-key-file).
+func (o *Options) Endpoint() endpoint.Address { return endpoint.FromOptions(o.kcm.SecureServing) }
 
 // FlagSet holds kube-controller-manager's flags (--controllers,
 // --leader-elect*, --node-monitor-grace-period, ...), to add to a command
@@ -121,7 +130,13 @@ func Run(ctx context.Context, cfg *rest.Config, o *Options, p election.Policy) e
 		EventRecorder:            broadcaster.NewRecorder(clientgoscheme.Scheme, corev1.EventSource{Component: options.KubeControllerManagerUserAgent}),
 		ComponentGlobalsRegistry: o.kcm.ComponentGlobalsRegistry,
 	}
-	if err := o.kcm.ApplyTo(c, all, disabled, aliases); err != nil {
+	// The endpoint is sqlkube's to serve (controlplane): upstream's
+	// options would listen on it themselves.
+	kcm := *o.kcm
+	ss := *kcm.SecureServing
+	ss.BindPort = 0
+	kcm.SecureServing = &ss
+	if err := kcm.ApplyTo(c, all, disabled, aliases); err != nil {
 		return fmt.Errorf("controller manager: %w", err)
 	}
 	completed := c.Complete()
