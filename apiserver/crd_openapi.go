@@ -8,6 +8,7 @@ import (
 	"path"
 	"sort"
 	"sync"
+	"sync/atomic"
 
 	openapi_v2 "github.com/google/gnostic-models/openapiv2"
 	"google.golang.org/protobuf/proto"
@@ -36,30 +37,34 @@ type v3Body struct{ body, hash string }
 
 // crdOpenAPI holds the current openAPIDocs.
 type crdOpenAPI struct {
-	mu   sync.Mutex
-	docs *openAPIDocs // nil: rebuild
+	// changes counts CRD changes; the CRD controller adds to it while it
+	// holds its own lock, so it takes no lock here (openAPIDocs holds mu,
+	// then the controller's lock to read the CRDs served).
+	changes atomic.Uint64
+	// mu guards docs and docsAt; lock order: mu, then crdController.mu.
+	mu     sync.Mutex
+	docs   *openAPIDocs // nil: never built
+	docsAt uint64       // changes when docs were built
 }
 
 // crdOpenAPIChanged drops the merged documents after a CRD change.
-func (s *Server) crdOpenAPIChanged() {
-	s.crdDocs.mu.Lock()
-	s.crdDocs.docs = nil
-	s.crdDocs.mu.Unlock()
-}
+func (s *Server) crdOpenAPIChanged() { s.crdDocs.changes.Add(1) }
 
 // openAPIDocs returns the current documents, building them if a CRD
-// changed since the last call.
+// changed since they were built (a change while they are built makes the
+// next call build them again).
 func (s *Server) openAPIDocs() (*openAPIDocs, error) {
 	s.crdDocs.mu.Lock()
 	defer s.crdDocs.mu.Unlock()
-	if s.crdDocs.docs != nil {
+	at := s.crdDocs.changes.Load()
+	if s.crdDocs.docs != nil && s.crdDocs.docsAt == at {
 		return s.crdDocs.docs, nil
 	}
 	docs, err := s.buildOpenAPIDocs(s.servedCRDs())
 	if err != nil {
 		return nil, err
 	}
-	s.crdDocs.docs = docs
+	s.crdDocs.docs, s.crdDocs.docsAt = docs, at
 	return docs, nil
 }
 

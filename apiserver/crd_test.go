@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -22,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
@@ -83,10 +85,17 @@ func createEstablished(t *testing.T, cfg *rest.Config, crd *apiextensionsv1.Cust
 	if _, err := cs.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, crd, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	return waitEstablished(t, cs, crd.Name)
+}
+
+// waitEstablished waits for the Established condition of CRD name.
+func waitEstablished(t *testing.T, cs apiextensionsclient.Interface, name string) *apiextensionsv1.CustomResourceDefinition {
+	t.Helper()
+	ctx := context.Background()
 	var got *apiextensionsv1.CustomResourceDefinition
 	err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		var err error
-		got, err = cs.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, crd.Name, metav1.GetOptions{})
+		got, err = cs.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, err
 		}
@@ -98,7 +107,7 @@ func createEstablished(t *testing.T, cfg *rest.Config, crd *apiextensionsv1.Cust
 		return false, nil
 	})
 	if err != nil {
-		t.Fatalf("CRD %s not established: %v (status %+v)", crd.Name, err, got.Status)
+		t.Fatalf("CRD %s not established: %v (status %+v)", name, err, got.Status)
 	}
 	return got
 }
@@ -441,4 +450,70 @@ func newServerPair(t *testing.T) (*rest.Config, *rest.Config) {
 		cfgs = append(cfgs, &rest.Config{Host: hs.URL})
 	}
 	return cfgs[0], cfgs[1]
+}
+
+// TestCRD_OpenAPIWhileServing reads the OpenAPI documents without pause
+// while CRDs are created, served and deleted: the CRD controller marks the
+// documents stale while it holds its lock, and building them reads the
+// CRDs it serves, which once deadlocked the two (a host restarted with a
+// Tenant CRD hung its API that way).
+func TestCRD_OpenAPIWhileServing(t *testing.T) {
+	ctx := context.Background()
+	cfg := newServer(t)
+	cfg.Timeout = time.Minute // a deadlock fails the test, not the package's run
+	cs := apiextensionsclient.NewForConfigOrDie(cfg)
+	rc := kubernetes.NewForConfigOrDie(cfg).Discovery().RESTClient()
+	stop := make(chan struct{})
+	readerDone := make(chan error, 1)
+	go func() {
+		for {
+			select {
+			case <-stop:
+				readerDone <- nil
+				return
+			default:
+			}
+			if _, err := rc.Get().AbsPath("/openapi/v2").DoRaw(ctx); err != nil {
+				readerDone <- err
+				return
+			}
+		}
+	}()
+	// Many at once, so that the controller serves them back to back.
+	for round := range 3 {
+		var names []string
+		for i := range 6 {
+			crd := widgetCRD()
+			crd.Spec.Group = fmt.Sprintf("g%d-%d.example.com", round, i)
+			crd.Name = "widgets." + crd.Spec.Group
+			if _, err := cs.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, crd, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			names = append(names, crd.Name)
+		}
+		for _, name := range names {
+			waitEstablished(t, cs, name)
+		}
+		for _, name := range names {
+			if err := cs.ApiextensionsV1().CustomResourceDefinitions().Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	close(stop)
+	select {
+	case err := <-readerDone:
+		if err != nil {
+			t.Fatalf("GET /openapi/v2: %v", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("GET /openapi/v2 did not return")
+	}
+	// Neither the documents nor the CRD controller are stuck.
+	crd := widgetCRD()
+	createEstablished(t, cfg, crd)
+	doc, err := rc.Get().AbsPath("/openapi/v2").DoRaw(ctx)
+	if err != nil || !strings.Contains(string(doc), "com.example.v1.Widget") {
+		t.Fatalf("GET /openapi/v2 after the churn: %v (has the widget: %v)", err, strings.Contains(string(doc), "com.example.v1.Widget"))
+	}
 }
