@@ -12,7 +12,6 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
@@ -70,18 +69,7 @@ func (h *Host) nextBackup(ctx context.Context) bool {
 
 // getBackup is TenantBackup name from the informer's cache (nil: gone).
 func (h *Host) getBackup(name string) (*Backup, error) {
-	obj, err := h.backupsLister.Get(name)
-	if apierrors.IsNotFound(err) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	u, ok := obj.(*unstructured.Unstructured)
-	if !ok {
-		return nil, fmt.Errorf("tenant backup %s: unexpected %T", name, obj)
-	}
-	return BackupFromUnstructured(u.DeepCopy())
+	return fromCache(h.backupsLister, "tenant backup", name, BackupFromUnstructured)
 }
 
 // reconcileBackup makes TenantBackup name's file, once, or deletes it

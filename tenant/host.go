@@ -354,7 +354,13 @@ func (h *Host) release(sl *slot) {
 
 // get is the Tenant name from the informer's cache (nil: gone).
 func (h *Host) get(name string) (*Tenant, error) {
-	obj, err := h.lister.Get(name)
+	return fromCache(h.lister, "tenant", name, FromUnstructured)
+}
+
+// fromCache is object name of an informer's cache (lister), a copy
+// converted by from (nil: gone); kind names it in errors.
+func fromCache[T any](lister cache.GenericLister, kind, name string, from func(*unstructured.Unstructured) (*T, error)) (*T, error) {
+	obj, err := lister.Get(name)
 	if apierrors.IsNotFound(err) {
 		return nil, nil
 	}
@@ -363,9 +369,9 @@ func (h *Host) get(name string) (*Tenant, error) {
 	}
 	u, ok := obj.(*unstructured.Unstructured)
 	if !ok {
-		return nil, fmt.Errorf("tenant %s: unexpected %T", name, obj)
+		return nil, fmt.Errorf("%s %s: unexpected %T", kind, name, obj)
 	}
-	return FromUnstructured(u.DeepCopy())
+	return from(u.DeepCopy())
 }
 
 // reconcile brings tenant name to what its object asks. Every step is

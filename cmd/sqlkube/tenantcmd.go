@@ -77,12 +77,8 @@ func newTenantCommand() *cobra.Command {
 				return err
 			}
 			t := &tenant.Tenant{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: tenant.Spec{Suspended: suspended, Datastore: ds}}
-			if quota != "" {
-				q, err := resource.ParseQuantity(quota)
-				if err != nil {
-					return fmt.Errorf("--quota: %w", err)
-				}
-				t.Spec.Quota = &q
+			if t.Spec.Quota, err = parseQuota(quota); err != nil {
+				return err
 			}
 			u, err := tenant.ToUnstructured(t)
 			if err != nil {
@@ -271,4 +267,16 @@ func writeTenantKubeconfig(ctx context.Context, cs kubernetes.Interface, t *tena
 	}
 	fmt.Fprintf(w, "tenant %s serves at %s\nAdmin kubeconfig: %s\n", t.Name, t.Status.Endpoint, path)
 	return nil
+}
+
+// parseQuota is --quota (nil when not given).
+func parseQuota(quota string) (*resource.Quantity, error) {
+	if quota == "" {
+		return nil, nil
+	}
+	q, err := resource.ParseQuantity(quota)
+	if err != nil {
+		return nil, fmt.Errorf("--quota: %w", err)
+	}
+	return &q, nil
 }

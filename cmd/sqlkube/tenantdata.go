@@ -13,7 +13,6 @@ import (
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -314,12 +313,8 @@ backup's spec unless given.`,
 			} else {
 				t.Spec.RestoreFrom = &tenant.RestoreSource{Backup: backup}
 			}
-			if quota != "" {
-				q, err := resource.ParseQuantity(quota)
-				if err != nil {
-					return fmt.Errorf("--quota: %w", err)
-				}
-				t.Spec.Quota = &q
+			if t.Spec.Quota, err = parseQuota(quota); err != nil {
+				return err
 			}
 			u, err := tenant.ToUnstructured(t)
 			if err != nil {
