@@ -99,10 +99,10 @@ func (h *Host) reconcileBackup(ctx context.Context, name string) (time.Duration,
 		return 0, nil
 	}
 	fail := func(err error) (time.Duration, error) {
-		return 0, h.writeBackupStatus(ctx, name, func(s *BackupStatus) {
+		return 0, settledOK(h.writeBackupStatus(ctx, name, func(s *BackupStatus) {
 			s.Phase, s.Message = BackupFailed, err.Error()
 			s.CompletionTime = &metav1.Time{Time: time.Now()}
-		})
+		}))
 	}
 	t, err := h.get(b.Spec.Tenant)
 	switch {
@@ -113,15 +113,22 @@ func (h *Host) reconcileBackup(ctx context.Context, name string) (time.Duration,
 	case t.DeletionTimestamp != nil:
 		return fail(fmt.Errorf("tenant %s is being deleted", t.Name))
 	case t.Status.Datastore == "":
-		return 2 * time.Second, h.writeBackupStatus(ctx, name, func(s *BackupStatus) {
+		err := h.writeBackupStatus(ctx, name, func(s *BackupStatus) {
 			s.Phase, s.Message = BackupPending, "waiting for the tenant's data to be placed"
 		})
+		if errors.Is(err, errBackupSettled) {
+			return 0, nil
+		}
+		return 2 * time.Second, err
 	}
+	// Running is written to the API's copy, which is never behind: a
+	// TenantBackup that completed since the informer's copy was taken
+	// is not written again.
 	if err := h.writeBackupStatus(ctx, name, func(s *BackupStatus) {
 		s.Phase, s.Message = BackupRunning, ""
 		s.StartTime = &metav1.Time{Time: time.Now()}
 	}); err != nil {
-		return 0, err
+		return 0, settledOK(err)
 	}
 	file := h.backupFile(b.Name)
 	res, ds, err := h.writeBackup(ctx, t.Name, file)
@@ -141,6 +148,14 @@ func (h *Host) reconcileBackup(ctx context.Context, name string) (time.Duration,
 		s.Revision, s.Keys, s.Size, s.Checksum = res.Source.Revision, res.Keys, fi.Size(), res.Checksum
 		s.CompletionTime = &metav1.Time{Time: time.Now()}
 	})
+}
+
+// settledOK is err, but nil for errBackupSettled.
+func settledOK(err error) error {
+	if errors.Is(err, errBackupSettled) {
+		return nil
+	}
+	return err
 }
 
 // writeBackup writes tenant name's data, as its datastore holds it at
@@ -231,9 +246,14 @@ func removeTemps(file string) {
 	}
 }
 
+// errBackupSettled: the TenantBackup has completed or failed already, so
+// its status does not change again.
+var errBackupSettled = errors.New("tenant backup already settled")
+
 // writeBackupStatus changes TenantBackup name's status with f, read from
 // the API and written back until no conflict; unchanged, it writes
-// nothing.
+// nothing. A settled TenantBackup (completed or failed) is left as it is,
+// with errBackupSettled.
 func (h *Host) writeBackupStatus(ctx context.Context, name string, f func(*BackupStatus)) error {
 	backups := h.dyn.Resource(BackupGVR)
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
@@ -247,6 +267,12 @@ func (h *Host) writeBackupStatus(ctx context.Context, name string, f func(*Backu
 		b, err := BackupFromUnstructured(u)
 		if err != nil {
 			return err
+		}
+		switch b.Status.Phase {
+		case BackupCompleted, BackupFailed:
+			// Settled: the informer's copy this reconcile began from
+			// was older than this.
+			return errBackupSettled
 		}
 		before, _ := json.Marshal(b.Status)
 		f(&b.Status)
