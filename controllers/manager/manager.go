@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -191,18 +192,32 @@ func runControllers(ctx context.Context, c *kcmconfig.CompletedConfig) error {
 		return fmt.Errorf("controller manager: %w", err)
 	}
 	defer cctx.InformerFactory.Shutdown()
+	// Informers started before every controller is built (the tokens
+	// controller's) stop only once building is over: a controller
+	// cannot add its handler to a stopped informer, and upstream's
+	// constructors do not check that error (NewServiceAccountsController
+	// panics on it when a tenant stops while it starts).
+	stop, built := make(chan struct{}), make(chan struct{})
+	doneBuilding := sync.OnceFunc(func() { close(built) })
+	defer doneBuilding()
+	go func() {
+		<-ctx.Done()
+		<-built
+		close(stop)
+	}()
 	descriptors := app.NewControllerDescriptors()
 	// The service-account token controller comes first, with the root
 	// client, as upstream starts it (its descriptor cannot be built from
 	// outside kube-controller-manager's package).
 	if cctx.IsControllerEnabled(descriptors[names.ServiceAccountTokenController]) {
-		if err := startTokensController(ctx, cctx, root); err != nil {
+		if err := startTokensController(ctx, cctx, root, stop); err != nil {
 			return err
 		}
 	}
 	// Its placeholder descriptor (no client builder) must not be built.
 	delete(descriptors, names.ServiceAccountTokenController)
 	controllers, err := app.BuildControllers(ctx, cctx, descriptors, nil, controllerhealthz.NewMutableHealthzHandler())
+	doneBuilding()
 	if err != nil {
 		return fmt.Errorf("controller manager: %w", err)
 	}
@@ -235,7 +250,7 @@ func (c namedLogger) Run(ctx context.Context) {
 // startTokensController runs Kubernetes' tokens controller, which fills
 // kubernetes.io/service-account-token secrets, when
 // --service-account-private-key-file names a key.
-func startTokensController(ctx context.Context, cctx app.ControllerContext, root clientbuilder.ControllerClientBuilder) error {
+func startTokensController(ctx context.Context, cctx app.ControllerContext, root clientbuilder.ControllerClientBuilder, stop <-chan struct{}) error {
 	sa := cctx.ComponentConfig.SAController
 	if sa.ServiceAccountKeyFile == "" {
 		klog.FromContext(ctx).Info("Controller is disabled because there is no private key", "controller", names.ServiceAccountTokenController)
@@ -264,6 +279,6 @@ func startTokensController(ctx context.Context, cctx app.ControllerContext, root
 		return fmt.Errorf("tokens controller: %w", err)
 	}
 	go tokens.Run(ctx, int(sa.ConcurrentSATokenSyncs))
-	cctx.InformerFactory.Start(ctx.Done())
+	cctx.InformerFactory.Start(stop)
 	return nil
 }
