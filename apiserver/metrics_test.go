@@ -7,7 +7,6 @@ import (
 	"crypto/rand"
 	"crypto/tls"
 	"fmt"
-	"math"
 	"net/http/httptest"
 	"path/filepath"
 	"slices"
@@ -36,6 +35,7 @@ import (
 
 	"github.com/sqlkube/sqlkube/apiserver"
 	"github.com/sqlkube/sqlkube/apiserver/pki"
+	"github.com/sqlkube/sqlkube/internal/stablemetrics"
 )
 
 // notProduced are the API server's stable and beta metrics that the
@@ -122,14 +122,14 @@ func scrape(t *testing.T, cs kubernetes.Interface) map[string]*dto.MetricFamily 
 
 // TestMetrics_StableAndBeta checks that the API server's /metrics serves
 // every stable and beta metric Kubernetes declares for the API server
-// (stableMetricsList), and the SLI latency histogram, with its type,
+// (stablemetrics.List), and the SLI latency histogram, with its type,
 // labels and buckets, after a
 // scenario that exercises them: creates, gets, lists, a watch and a
 // watch-list, a server-side apply, a deprecated API version, a
 // validating webhook and admission policy, requests with a client
 // certificate and with a service-account token.
 func TestMetrics_StableAndBeta(t *testing.T) {
-	declared, source, ok := stableMetricsList(t)
+	declared, source, ok := stablemetrics.List(t, stablemetrics.APIServer)
 	if !ok {
 		t.Skip("k8s.io/kubernetes is not in the module cache")
 	}
@@ -139,13 +139,13 @@ func TestMetrics_StableAndBeta(t *testing.T) {
 	cs := kubernetes.NewForConfigOrDie(cfg)
 	deprecated := exerciseAPI(t, cs, cfg)
 
-	var want []declaredMetric
+	var want []stablemetrics.Metric
 	for _, m := range declared {
 		if _, skip := notProduced[m.Name]; !skip && (m.Name != "apiserver_requested_deprecated_apis" || deprecated != "") {
 			want = append(want, m)
 		}
 	}
-	if !slices.ContainsFunc(want, func(m declaredMetric) bool { return m.Name == "apiserver_request_sli_duration_seconds" }) {
+	if !slices.ContainsFunc(want, func(m stablemetrics.Metric) bool { return m.Name == "apiserver_request_sli_duration_seconds" }) {
 		t.Logf("apiserver_request_sli_duration_seconds is not on the list (%s): not checked", source)
 	}
 	t.Logf("checking %d metrics", len(want))
@@ -171,7 +171,7 @@ func TestMetrics_StableAndBeta(t *testing.T) {
 		t.Fatalf("/metrics lacks %v", missing)
 	}
 	for _, m := range want {
-		checkFamily(t, m, mfs[m.Name])
+		stablemetrics.Check(t, m, mfs[m.Name])
 	}
 	for name, reason := range notProduced {
 		if mfs[name] != nil {
@@ -364,39 +364,6 @@ func awaitWatchEvent(t *testing.T, w watch.Interface, match func(watch.Event) bo
 			}
 		case <-timeout:
 			t.Fatal("no matching watch event")
-		}
-	}
-}
-
-// checkFamily compares a served family with its declaration.
-func checkFamily(t *testing.T, m declaredMetric, mf *dto.MetricFamily) {
-	t.Helper()
-	wantType := map[string]dto.MetricType{"Counter": dto.MetricType_COUNTER, "Gauge": dto.MetricType_GAUGE, "Histogram": dto.MetricType_HISTOGRAM}
-	if wt, ok := wantType[m.Type]; ok && mf.GetType() != wt {
-		t.Errorf("%s is a %s, declared a %s", m.Name, mf.GetType(), m.Type)
-	}
-	wantLabels := slices.Sorted(slices.Values(m.Labels))
-	for _, s := range mf.GetMetric() {
-		var got []string
-		for _, l := range s.GetLabel() {
-			got = append(got, l.GetName())
-		}
-		slices.Sort(got)
-		if !slices.Equal(got, wantLabels) {
-			t.Errorf("%s has labels %v, declared %v", m.Name, got, wantLabels)
-			break
-		}
-		if m.Type == "Histogram" {
-			var bounds []float64
-			for _, b := range s.GetHistogram().GetBucket() {
-				if !math.IsInf(b.GetUpperBound(), 1) {
-					bounds = append(bounds, b.GetUpperBound())
-				}
-			}
-			if !slices.Equal(bounds, m.Buckets) {
-				t.Errorf("%s has buckets %v, declared %v", m.Name, bounds, m.Buckets)
-				break
-			}
 		}
 	}
 }

@@ -1,10 +1,15 @@
-package apiserver_test
+// Package stablemetrics reads the stable and beta metrics Kubernetes
+// declares for a component, with their types, labels and buckets, and
+// checks a served metric family against its declaration. Tests use it to
+// hold sqlkube's components to Kubernetes' stability guarantees.
+package stablemetrics
 
 import (
 	"bytes"
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,60 +20,74 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"sigs.k8s.io/yaml"
 )
 
-// declaredMetric is a metric as Kubernetes declares it: its fully
-// qualified name, type (Counter, Gauge, Histogram... or Custom for a
-// collector's description), stability level, label names and, for a
-// histogram, its buckets.
-type declaredMetric struct {
+// Metric is a metric as Kubernetes declares it: its fully qualified
+// name, type (Counter, Gauge, Histogram... or Custom for a collector's
+// description), stability level, label names and, for a histogram, its
+// buckets.
+type Metric struct {
 	Name    string
 	Type    string
 	Level   string
 	Labels  []string
 	Buckets []float64
-	// Where it is declared (a directory of the module cache).
+	// Where it is declared (a directory of the module cache, or the list).
 	Dir string
 }
 
-// stableMetricsList reads Kubernetes' list of stable and beta metrics for
-// the k8s.io/kubernetes of go.mod from the module cache:
-// test/instrumentation/testdata/stable-metrics-list.yaml when the module
-// has it. The v1.37.2 module zip does not (test/instrumentation is left
-// out of it, and no other module of the cache holds the list), so the
-// list is then made as Kubernetes' own tool makes it, from the metric
-// declarations in the source of the modules the API server is built from
-// (metricsFromSource). ok is false if the module cache is not there.
-func stableMetricsList(t *testing.T) (list []declaredMetric, source string, ok bool) {
+// The packages (and the packages below them) that declare each
+// component's metrics, as module/path.
+var (
+	// APIServer: Kubernetes' API server library, the aggregator's and
+	// the CRD server's, kube-apiserver's service-account token
+	// authenticator, and the process-wide families kube-apiserver serves
+	// (build info, feature gates, the registry's own counts, health
+	// checks).
+	APIServer = []string{
+		"k8s.io/apiserver/pkg",
+		"k8s.io/kube-aggregator/pkg",
+		"k8s.io/apiextensions-apiserver/pkg",
+		"k8s.io/kubernetes/pkg/serviceaccount",
+		"k8s.io/component-base/metrics/prometheus/version",
+		"k8s.io/component-base/metrics/prometheus/feature",
+		"k8s.io/component-base/metrics/prometheus/meta",
+		"k8s.io/component-base/metrics/prometheus/slis",
+	}
+	// Scheduler: kube-scheduler's own families.
+	Scheduler = []string{"k8s.io/kubernetes/pkg/scheduler/metrics"}
+	// ControllerManager: the controllers' families, the volume
+	// operations' (the attach/detach and persistent-volume controllers),
+	// the work queues' and the managed-controllers gauge.
+	ControllerManager = []string{
+		"k8s.io/kubernetes/pkg/controller",
+		"k8s.io/kubernetes/pkg/volume/util",
+		"k8s.io/component-base/metrics/prometheus/workqueue",
+		"k8s.io/component-base/metrics/prometheus/controllers",
+	}
+)
+
+// List is the stable and beta metrics (and alsoChecked) declared in
+// packages, for the modules of go.mod, as the module cache holds them.
+// Kubernetes' own list, test/instrumentation/testdata/stable-metrics-list.yaml,
+// gives their types, labels and buckets when the k8s.io/kubernetes module
+// has it; the v1.37.2 module zip does not (test/instrumentation is left
+// out of it, and no other module of the cache holds the list), so they
+// are then read as Kubernetes' own tool reads them, from the metric
+// declarations (metricsFromSource). source says which; ok is false if the
+// module cache is not there.
+func List(t testing.TB, packages []string) (list []Metric, source string, ok bool) {
 	t.Helper()
 	modules := []string{"k8s.io/kubernetes"}
-	for _, pkg := range apiServerMetricSources {
+	for _, pkg := range packages {
 		parts := strings.SplitN(pkg, "/", 3) // k8s.io, module, path
 		modules = append(modules, parts[0]+"/"+parts[1])
 	}
 	dirs := moduleDirs(t, modules)
-	if dirs["k8s.io/kubernetes"] == "" {
-		return nil, "", false
-	}
-	listFile := filepath.Join(dirs["k8s.io/kubernetes"], "test", "instrumentation", "testdata", "stable-metrics-list.yaml")
-	if data, err := os.ReadFile(listFile); err == nil {
-		var entries []struct {
-			Name, Subsystem, Namespace, Type, StabilityLevel string
-			Labels                                           []string
-			Buckets                                          []float64
-		}
-		if err := yaml.Unmarshal(data, &entries); err != nil {
-			t.Fatalf("%s: %v", listFile, err)
-		}
-		for _, e := range entries {
-			list = append(list, declaredMetric{Name: fqName(e.Namespace, e.Subsystem, e.Name), Type: e.Type, Level: e.StabilityLevel,
-				Labels: e.Labels, Buckets: e.Buckets, Dir: listFile})
-		}
-		return list, listFile, true
-	}
 	var pkgDirs []string
-	for _, pkg := range apiServerMetricSources {
+	for _, pkg := range packages {
 		parts := strings.SplitN(pkg, "/", 3)
 		dir := dirs[parts[0]+"/"+parts[1]]
 		if dir == "" {
@@ -76,12 +95,72 @@ func stableMetricsList(t *testing.T) (list []declaredMetric, source string, ok b
 		}
 		pkgDirs = append(pkgDirs, filepath.Join(dir, parts[2]))
 	}
-	return metricsFromSource(t, pkgDirs), "the STABLE and BETA declarations of " + strings.Join(apiServerMetricSources, ", ") + " in the module cache", true
+	list = metricsFromSource(t, pkgDirs)
+	source = "the STABLE and BETA declarations of " + strings.Join(packages, ", ") + " in the module cache"
+	listFile := filepath.Join(dirs["k8s.io/kubernetes"], "test", "instrumentation", "testdata", "stable-metrics-list.yaml")
+	data, err := os.ReadFile(listFile)
+	if err != nil {
+		return list, source, true
+	}
+	var entries []struct {
+		Name, Subsystem, Namespace, Type, StabilityLevel string
+		Labels                                           []string
+		Buckets                                          []float64
+	}
+	if err := yaml.Unmarshal(data, &entries); err != nil {
+		t.Fatalf("%s: %v", listFile, err)
+	}
+	listed := map[string]Metric{}
+	for _, e := range entries {
+		name := fqName(e.Namespace, e.Subsystem, e.Name)
+		listed[name] = Metric{Name: name, Type: e.Type, Level: e.StabilityLevel, Labels: e.Labels, Buckets: e.Buckets, Dir: listFile}
+	}
+	for i, m := range list {
+		if l, ok := listed[m.Name]; ok {
+			list[i] = l
+		}
+	}
+	return list, listFile + ", for the metrics " + source, true
+}
+
+// Check reports, as t's errors, how the served family mf differs from
+// its declaration m: its type, each series' label names and a
+// histogram's buckets.
+func Check(t testing.TB, m Metric, mf *dto.MetricFamily) {
+	t.Helper()
+	wantType := map[string]dto.MetricType{"Counter": dto.MetricType_COUNTER, "Gauge": dto.MetricType_GAUGE, "Histogram": dto.MetricType_HISTOGRAM}
+	if wt, ok := wantType[m.Type]; ok && mf.GetType() != wt {
+		t.Errorf("%s is a %s, declared a %s", m.Name, mf.GetType(), m.Type)
+	}
+	wantLabels := slices.Sorted(slices.Values(m.Labels))
+	for _, s := range mf.GetMetric() {
+		var got []string
+		for _, l := range s.GetLabel() {
+			got = append(got, l.GetName())
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, wantLabels) {
+			t.Errorf("%s has labels %v, declared %v", m.Name, got, wantLabels)
+			break
+		}
+		if m.Type == "Histogram" {
+			var bounds []float64
+			for _, b := range s.GetHistogram().GetBucket() {
+				if !math.IsInf(b.GetUpperBound(), 1) {
+					bounds = append(bounds, b.GetUpperBound())
+				}
+			}
+			if !slices.Equal(bounds, m.Buckets) {
+				t.Errorf("%s has buckets %v, declared %v", m.Name, bounds, m.Buckets)
+				break
+			}
+		}
+	}
 }
 
 // moduleDirs are where the module cache holds go.mod's versions of
 // modules (none for a module it does not hold).
-func moduleDirs(t *testing.T, modules []string) map[string]string {
+func moduleDirs(t testing.TB, modules []string) map[string]string {
 	t.Helper()
 	args := append([]string{"list", "-m", "-f", "{{.Path}} {{.Dir}}"}, slices.Compact(slices.Sorted(slices.Values(modules)))...)
 	out, err := exec.Command("go", args...).Output()
@@ -95,23 +174,6 @@ func moduleDirs(t *testing.T, modules []string) map[string]string {
 		}
 	}
 	return dirs
-}
-
-// apiServerMetricSources are the packages (and the packages below them)
-// whose metrics the API server owns: Kubernetes' API server library, the
-// aggregator's and the CRD server's, kube-apiserver's service-account
-// token authenticator, and the process-wide families kube-apiserver
-// serves (build info, feature gates, the registry's own counts, health
-// checks).
-var apiServerMetricSources = []string{
-	"k8s.io/apiserver/pkg",
-	"k8s.io/kube-aggregator/pkg",
-	"k8s.io/apiextensions-apiserver/pkg",
-	"k8s.io/kubernetes/pkg/serviceaccount",
-	"k8s.io/component-base/metrics/prometheus/version",
-	"k8s.io/component-base/metrics/prometheus/feature",
-	"k8s.io/component-base/metrics/prometheus/meta",
-	"k8s.io/component-base/metrics/prometheus/slis",
 }
 
 func fqName(namespace, subsystem, name string) string {
@@ -138,10 +200,10 @@ var constructors = map[string]string{
 // with names, labels and buckets resolved through the package's constants
 // and variables. A stable or beta declaration it cannot resolve fails the
 // test.
-func metricsFromSource(t *testing.T, dirs []string) []declaredMetric {
+func metricsFromSource(t testing.TB, dirs []string) []Metric {
 	t.Helper()
 	seen := map[string]bool{}
-	var out []declaredMetric
+	var out []Metric
 	for _, root := range dirs {
 		err := filepath.WalkDir(root, func(dir string, d os.DirEntry, err error) error {
 			if err != nil || !d.IsDir() {
@@ -174,7 +236,7 @@ type pkgValues struct {
 	floats map[string][]float64
 }
 
-func packageMetrics(t *testing.T, dir string) []declaredMetric {
+func packageMetrics(t testing.TB, dir string) []Metric {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -229,7 +291,7 @@ func packageMetrics(t *testing.T, dir string) []declaredMetric {
 			}
 		}
 	}
-	var out []declaredMetric
+	var out []Metric
 	for _, af := range parsed {
 		ast.Inspect(af, func(n ast.Node) bool {
 			call, ok := n.(*ast.CallExpr)
@@ -258,7 +320,7 @@ func packageMetrics(t *testing.T, dir string) []declaredMetric {
 
 // declaration reads one constructor call; ok is false unless the metric
 // is STABLE or BETA.
-func (v pkgValues) declaration(fn string, call *ast.CallExpr) (m declaredMetric, ok bool) {
+func (v pkgValues) declaration(fn string, call *ast.CallExpr) (m Metric, ok bool) {
 	m.Type = constructors[fn]
 	if fn == "NewDesc" {
 		if len(call.Args) < 5 {
