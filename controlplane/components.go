@@ -73,6 +73,9 @@ type components struct {
 	// ServiceAccountKeyFile signs legacy service-account token secrets.
 	ServiceAccountKeyFile string
 	ServiceClusterIPRange string
+	// resourceMetrics is the scheduler's /metrics/resources (nil: its
+	// endpoint is not served).
+	resourceMetrics *scheduler.ResourceMetrics
 }
 
 // controllersDisabled reports whether --controllers turns every controller
@@ -192,7 +195,7 @@ func (c *components) run(ctx context.Context, cfg *rest.Config, log zerolog.Logg
 		cfg := rest.CopyConfig(cfg)
 		wg.Go(func() {
 			defer utilruntime.HandleCrash()
-			if err := scheduler.Run(ctx, cfg, sc, c.policy()); err != nil && !errors.Is(err, context.Canceled) {
+			if err := scheduler.Run(ctx, cfg, sc, c.policy(), c.resourceMetrics); err != nil && !errors.Is(err, context.Canceled) {
 				log.Error().Err(err).Msg("scheduler stopped")
 			}
 		})

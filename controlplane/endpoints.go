@@ -24,6 +24,8 @@ type componentEndpoint struct {
 	addr endpoint.Address
 	own  func(family string) bool
 	l    net.Listener
+	// resources: the scheduler's /metrics/resources.
+	resources *scheduler.ResourceMetrics
 }
 
 // componentEndpoints are the endpoints Components serve (none unless
@@ -52,7 +54,8 @@ func (f *Components) componentEndpoints() ([]*componentEndpoint, error) {
 			return nil, err
 		}
 		if a := o.Endpoint(); a.Enabled() {
-			eps = append(eps, &componentEndpoint{name: "kube-scheduler", addr: a, own: apiserver.SchedulerOwns})
+			eps = append(eps, &componentEndpoint{name: "kube-scheduler", addr: a, own: apiserver.SchedulerOwns,
+				resources: &scheduler.ResourceMetrics{}})
 		}
 	}
 	for i, ep := range eps {
@@ -93,7 +96,8 @@ func apiFamilies(comps *Components, eps []*componentEndpoint) func(string) bool 
 	}
 }
 
-// serve serves ep until ctx ends: /metrics (its families), /healthz,
+// serve serves ep until ctx ends: /metrics (its families; and the
+// scheduler's /metrics/resources), /healthz,
 // /livez and /readyz, guarded by api as upstream guards them, over TLS
 // with the operator's certificate or one the cluster CA signs for hosts,
 // asking callers for client certificates of clientCAs.
@@ -113,6 +117,9 @@ func (ep *componentEndpoint) serve(ctx context.Context, api *apiserver.Server, f
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", apiserver.ComponentMetricsHandler(ep.own))
+	if ep.resources != nil {
+		mux.Handle("/metrics/resources", ep.resources)
+	}
 	for _, p := range []string{"/healthz", "/livez", "/readyz"} {
 		mux.HandleFunc(p, func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 	}

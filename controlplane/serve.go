@@ -209,6 +209,11 @@ func Serve(ctx context.Context, f *Config, client *kubernetes.Client, storageDes
 	if f.Components != nil {
 		// In-process components reach the API over the loopback client.
 		comps := &components{Components: f.Components, ServiceAccountKeyFile: saKeyFile, ServiceClusterIPRange: f.ServiceIPs}
+		for _, ep := range endpoints {
+			if ep.resources != nil {
+				comps.resourceMetrics = ep.resources
+			}
+		}
 		if ownPKI {
 			comps.Files = &files
 		}

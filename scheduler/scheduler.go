@@ -9,6 +9,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"sync/atomic"
 
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/dynamic"
@@ -23,6 +25,7 @@ import (
 	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config/latest"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config/validation"
+	"k8s.io/kubernetes/pkg/scheduler/metrics/resources"
 	"k8s.io/kubernetes/pkg/scheduler/profile"
 
 	"github.com/sqlkube/sqlkube/election"
@@ -147,7 +150,9 @@ func (o *Options) RESTConfig(cc *schedconfig.KubeSchedulerConfiguration) (*rest.
 // process may, or else, when leader election is on, while it holds the
 // scheduler's Lease (p.Recampaign: stand again after losing it rather
 // than return election.ErrLost).
-func Run(ctx context.Context, cfg *rest.Config, cc *schedconfig.KubeSchedulerConfiguration, p election.Policy) error {
+//
+// rm, if not nil, serves /metrics/resources while this process schedules.
+func Run(ctx context.Context, cfg *rest.Config, cc *schedconfig.KubeSchedulerConfiguration, p election.Policy, rm *ResourceMetrics) error {
 	cfg = rest.CopyConfig(cfg)
 	cfg.DisableCompression = true
 	cfg.QPS, cfg.Burst = cc.ClientConnection.QPS, int(cc.ClientConnection.Burst)
@@ -159,7 +164,7 @@ func Run(ctx context.Context, cfg *rest.Config, cc *schedconfig.KubeSchedulerCon
 	if el == nil {
 		le := cc.LeaderElection
 		if !le.LeaderElect {
-			return schedule(ctx, cfg, cc)
+			return schedule(ctx, cfg, cc, rm)
 		}
 		el = election.Lease(election.Options{
 			Config: cfg, Namespace: le.ResourceNamespace, Name: le.ResourceName,
@@ -169,7 +174,7 @@ func Run(ctx context.Context, cfg *rest.Config, cc *schedconfig.KubeSchedulerCon
 	}
 	var runErr error
 	err := el.Run(ctx, func(ctx context.Context) {
-		if err := schedule(ctx, cfg, cc); err != nil {
+		if err := schedule(ctx, cfg, cc, rm); err != nil {
 			klog.FromContext(ctx).Error(err, "scheduler stopped")
 			runErr = err
 		}
@@ -182,7 +187,7 @@ func Run(ctx context.Context, cfg *rest.Config, cc *schedconfig.KubeSchedulerCon
 
 // schedule builds a scheduler with its own informers and runs it until ctx
 // ends, as kube-scheduler does once it leads.
-func schedule(ctx context.Context, cfg *rest.Config, cc *schedconfig.KubeSchedulerConfiguration) error {
+func schedule(ctx context.Context, cfg *rest.Config, cc *schedconfig.KubeSchedulerConfiguration, rm *ResourceMetrics) error {
 	client, err := kubernetes.NewForConfig(rest.AddUserAgent(cfg, "scheduler"))
 	if err != nil {
 		return fmt.Errorf("scheduler: %w", err)
@@ -224,8 +229,26 @@ func schedule(ctx context.Context, cfg *rest.Config, cc *schedconfig.KubeSchedul
 	if err := sched.WaitForHandlersSync(ctx); err != nil && ctx.Err() == nil {
 		return fmt.Errorf("scheduler: %w", err)
 	}
+	if rm != nil {
+		h := resources.Handler(informers.Core().V1().Pods().Lister())
+		rm.h.Store(&h)
+		defer rm.h.Store(nil)
+	}
 	sched.Run(ctx)
 	informers.Shutdown()
 	dynInformers.Shutdown()
 	return nil
+}
+
+// ResourceMetrics serves kube-scheduler's /metrics/resources: the
+// kube_pod_resource_request and kube_pod_resource_limit families of the
+// pods the scheduler's informer holds, while this process schedules; and
+// nothing otherwise, as kube-scheduler serves nothing there unless it
+// leads. Its zero value is ready to use.
+type ResourceMetrics struct{ h atomic.Pointer[http.Handler] }
+
+func (r *ResourceMetrics) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	if h := r.h.Load(); h != nil {
+		(*h).ServeHTTP(w, req)
+	}
 }

@@ -375,7 +375,7 @@ func startSqlkubeScheduler(ctx context.Context, kubeconfig string, args []string
 		return err
 	}
 	go func() {
-		err := scheduler.Run(ctx, cfg, sc, election.Policy{})
+		err := scheduler.Run(ctx, cfg, sc, election.Policy{}, nil)
 		if errors.Is(err, context.Canceled) {
 			err = nil
 		}

@@ -101,7 +101,7 @@ func newSchedulerCommand(lf *logFlags) *cobra.Command {
 				return err
 			}
 			log.Info().Msg("scheduler starting")
-			err = scheduler.Run(ctx, cfg, sc, election.Policy{})
+			err = scheduler.Run(ctx, cfg, sc, election.Policy{}, nil)
 			log.Info().Msg("scheduler stopped")
 			return err
 		},
