@@ -67,6 +67,12 @@ var (
 		"k8s.io/component-base/metrics/prometheus/workqueue",
 		"k8s.io/component-base/metrics/prometheus/controllers",
 	}
+	// Kubelet: the kubelet's families on /metrics, /metrics/resource and
+	// /metrics/probes, and the volume operations'.
+	Kubelet = []string{
+		"k8s.io/kubernetes/pkg/kubelet",
+		"k8s.io/kubernetes/pkg/volume/util",
+	}
 )
 
 // List is the stable and beta metrics (and alsoChecked) declared in

@@ -27,6 +27,10 @@ func TestList(t *testing.T) {
 			{Name: "node_collector_evictions_total", Type: "Counter", Level: "STABLE", Labels: []string{"zone"}},
 			{Name: "workqueue_depth", Type: "Gauge", Level: "BETA", Labels: []string{"name"}},
 		}},
+		{"kubelet", Kubelet, []Metric{
+			{Name: "prober_probe_total", Type: "Counter", Level: "BETA", Labels: []string{"container", "namespace", "pod", "pod_uid", "probe_type", "result"}},
+			{Name: "node_cpu_usage_seconds_total", Type: "Custom", Level: "STABLE", Labels: []string{}},
+		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			list, source, ok := List(t, c.packages)

@@ -21,6 +21,7 @@ package kubelet
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -354,6 +355,17 @@ func RunInProcess(ctx context.Context, o Options) error {
 		}
 	}
 	s.MaxOpenFiles = openFilesLimit(s.MaxOpenFiles, o.Log)
+	// cAdvisor finds containerd's containers, and so the pod and container
+	// labels of /metrics/cadvisor's series, through a Go flag of its own
+	// whose default is upstream's /run/containerd/containerd.sock: this
+	// node's containerd is elsewhere.
+	if sock, ok := strings.CutPrefix(s.ContainerRuntimeEndpoint, "unix://"); ok {
+		if f := flag.Lookup("containerd"); f != nil {
+			if err := f.Value.Set(sock); err != nil {
+				return fmt.Errorf("cAdvisor's containerd endpoint: %w", err)
+			}
+		}
+	}
 	deps, err := app.UnsecuredDependencies(ctx, s, utilfeature.DefaultFeatureGate)
 	if err != nil {
 		return fmt.Errorf("kubelet dependencies: %w", err)
