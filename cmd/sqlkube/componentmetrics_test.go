@@ -22,6 +22,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -257,10 +258,22 @@ func exerciseComponents(t *testing.T, ctx context.Context, cs kubernetes.Interfa
 		_, err := cs.SchedulingV1().PriorityClasses().Create(ctx, &pc, metav1.CreateOptions{})
 		create("PriorityClass", err)
 	}
+	// The Priority admission plugin reads PriorityClasses from its
+	// informer, which may not have seen them yet.
+	createPrioritized := func(name, class string) {
+		t.Helper()
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.PodSpec{PriorityClassName: class, Containers: container("25")}}
+		err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+			_, err := cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
+			if apierrors.IsForbidden(err) && strings.Contains(err.Error(), "no PriorityClass with name "+class) {
+				return false, nil
+			}
+			return err == nil, err
+		})
+		create("pod "+name, err)
+	}
 	for i := range 2 {
-		_, err := cs.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("low-%d", i)},
-			Spec: corev1.PodSpec{PriorityClassName: "low", Containers: container("25")}}, metav1.CreateOptions{})
-		create("pod", err)
+		createPrioritized(fmt.Sprintf("low-%d", i), "low")
 	}
 	if err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 		pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
@@ -277,9 +290,7 @@ func exerciseComponents(t *testing.T, ctx context.Context, cs kubernetes.Interfa
 	}); err != nil {
 		t.Fatalf("the low-priority pods are not both scheduled: %v", err)
 	}
-	_, err = cs.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "high"},
-		Spec: corev1.PodSpec{PriorityClassName: "high", Containers: container("25")}}, metav1.CreateOptions{})
-	create("pod", err)
+	createPrioritized("high", "high")
 	if err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 		p, err := cs.CoreV1().Pods(ns).Get(ctx, "high", metav1.GetOptions{})
 		return err == nil && p.Spec.NodeName != "", err
