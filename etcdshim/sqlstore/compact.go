@@ -12,8 +12,20 @@ import (
 // Compact makes revisions below rev unreadable and, after that is
 // committed, removes the history they alone needed. Reads at rev itself stay
 // possible; watches must start above it.
-func (s *Store) Compact(ctx context.Context, rev int64) (int64, error) {
-	_, cur, err := s.write(ctx, func(a *applier) (any, error) {
+func (s *Store) Compact(ctx context.Context, rev int64) (cur int64, err error) {
+	began := time.Now()
+	defer func() {
+		switch {
+		case errors.Is(err, ErrCompacted), errors.Is(err, ErrFutureRevision):
+			// the request's, not the compaction's
+		case err != nil:
+			s.metrics.compactions.WithLabelValues("failed").Inc()
+		default:
+			s.metrics.compactions.WithLabelValues("succeeded").Inc()
+			s.metrics.compactTime.Observe(time.Since(began).Seconds())
+		}
+	}()
+	_, cur, err = s.write(ctx, func(a *applier) (any, error) {
 		if rev > a.rev {
 			return nil, ErrFutureRevision
 		}

@@ -18,6 +18,8 @@ type metrics struct {
 	diskFull    prometheus.Gauge
 	reserve     prometheus.Gauge
 	fences      prometheus.Counter
+	compactions *prometheus.CounterVec
+	compactTime prometheus.Histogram
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -64,13 +66,47 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Times the database was found to have lost revisions this server had seen (a failover to a standby that lacked them, a restore), and they were fenced off: every watch ended with 410 Gone.",
 		}),
 	}
-	m.collectors = []prometheus.Collector{m.sqlDuration, m.batchSize, m.current, m.compacted, m.dbSize, m.watchers, m.eventsSent, m.leaseOps, m.diskFull, m.reserve, m.fences}
+	m.compactions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "sqlkube", Subsystem: "store", Name: "compactions_total",
+		Help: "Compactions this server ran, by result (succeeded, failed); a request below the compacted revision or above the current one is neither.",
+	}, []string{"result"})
+	m.compactTime = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Namespace: "sqlkube", Subsystem: "store", Name: "compaction_duration_seconds",
+		Help:    "How long a compaction took, its history removal included.",
+		Buckets: prometheus.ExponentialBuckets(0.001, 4, 10), // 1 ms … 262 s
+	})
+	m.collectors = []prometheus.Collector{m.sqlDuration, m.batchSize, m.current, m.compacted, m.dbSize, m.watchers, m.eventsSent, m.leaseOps, m.diskFull, m.reserve, m.fences, m.compactions, m.compactTime}
 	if reg != nil {
 		for _, c := range m.collectors {
 			_ = reg.Register(c)
 		}
 	}
 	return m
+}
+
+// watchQuota adds the gauges that read the store's quota and its NOSPACE
+// alarm as this process knows them.
+func (m *metrics) watchQuota(s *Store) {
+	quota := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: "sqlkube", Subsystem: "store", Name: "quota_bytes",
+		Help: "The store's space quota in bytes (--quota-backend-bytes); -1: none.",
+	}, func() float64 { return float64(s.QuotaBytes()) })
+	nospace := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: "sqlkube", Subsystem: "store", Name: "nospace_alarm",
+		Help: "1 while the NOSPACE alarm is active (writes that grow the store are refused), as this server last read or set it; else 0.",
+	}, func() float64 {
+		s.quota.mu.Lock()
+		defer s.quota.mu.Unlock()
+		if hasNoSpace(s.quota.alarms) {
+			return 1
+		}
+		return 0
+	})
+	m.collectors = append(m.collectors, quota, nospace)
+	if m.reg != nil {
+		_ = m.reg.Register(quota)
+		_ = m.reg.Register(nospace)
+	}
 }
 
 func (m *metrics) unregister() {

@@ -186,6 +186,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		quota:   quota{limit: opts.QuotaBytes},
 		leases:  newLeaseClock(),
 	}
+	s.metrics.watchQuota(s)
 	s.disk.init(c, opts)
 	if h := opts.Shared; h != nil {
 		schema := opts.Tenant.Schema // validated: [a-z0-9_] only

@@ -1,0 +1,110 @@
+package sqlstore_test
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/sqlkube/sqlkube/etcdshim/sqlstore"
+)
+
+// series is the value of reg's series name{label=value} (a counter's, a
+// gauge's or a histogram's count), or -1 if reg has no such series.
+func series(t *testing.T, reg *prometheus.Registry, name, label, value string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if label != "" && !hasLabel(m, label, value) {
+				continue
+			}
+			switch mf.GetType() {
+			case dto.MetricType_COUNTER:
+				return m.GetCounter().GetValue()
+			case dto.MetricType_HISTOGRAM:
+				return float64(m.GetHistogram().GetSampleCount())
+			default:
+				return m.GetGauge().GetValue()
+			}
+		}
+	}
+	return -1
+}
+
+func hasLabel(m *dto.Metric, name, value string) bool {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == name && l.GetValue() == value {
+			return true
+		}
+	}
+	return false
+}
+
+// TestMetrics_CompactionsQuotaAlarm: a compaction is counted, with its
+// duration, once it succeeds, and a request below the compacted revision
+// is not counted; the quota and the NOSPACE alarm are reported as the
+// store has them.
+func TestMetrics_CompactionsQuotaAlarm(t *testing.T) {
+	ctx := context.Background()
+	reg := prometheus.NewRegistry()
+	s := openWith(t, sqlstore.Options{DSN: "sqlite://" + filepath.Join(t.TempDir(), "state.db"), QuotaBytes: 64 << 20, Registerer: reg})
+
+	if q := series(t, reg, "sqlkube_store_quota_bytes", "", ""); q != 64<<20 {
+		t.Errorf("sqlkube_store_quota_bytes = %v, want %d", q, 64<<20)
+	}
+	if a := series(t, reg, "sqlkube_store_nospace_alarm", "", ""); a != 0 {
+		t.Errorf("sqlkube_store_nospace_alarm of a new store = %v, want 0", a)
+	}
+	if n := series(t, reg, "sqlkube_store_compactions_total", "result", "succeeded"); n > 0 {
+		t.Errorf("compactions before any: %v", n)
+	}
+
+	put(t, s, "a", "1")
+	rev := put(t, s, "a", "2")
+	if _, err := s.Compact(ctx, rev); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Compact(ctx, rev); !errors.Is(err, sqlstore.ErrCompacted) {
+		t.Fatalf("compacting again at %d: %v, want ErrCompacted", rev, err)
+	}
+	if n := series(t, reg, "sqlkube_store_compactions_total", "result", "succeeded"); n != 1 {
+		t.Errorf("sqlkube_store_compactions_total{result=succeeded} = %v, want 1 (the refused request is not a compaction)", n)
+	}
+	if n := series(t, reg, "sqlkube_store_compactions_total", "result", "failed"); n > 0 {
+		t.Errorf("sqlkube_store_compactions_total{result=failed} = %v, want none", n)
+	}
+	if n := series(t, reg, "sqlkube_store_compaction_duration_seconds", "", ""); n != 1 {
+		t.Errorf("sqlkube_store_compaction_duration_seconds has %v observations, want 1", n)
+	}
+	if c := series(t, reg, "sqlkube_store_compacted_revision", "", ""); c != float64(rev) {
+		t.Errorf("sqlkube_store_compacted_revision = %v, want %d", c, rev)
+	}
+
+	alarm := sqlstore.Alarm{MemberID: 1, Type: sqlstore.AlarmNoSpace}
+	if err := s.ActivateAlarm(ctx, alarm); err != nil {
+		t.Fatal(err)
+	}
+	if a := series(t, reg, "sqlkube_store_nospace_alarm", "", ""); a != 1 {
+		t.Errorf("sqlkube_store_nospace_alarm while raised = %v, want 1", a)
+	}
+	if _, err := s.DeactivateAlarm(ctx, alarm); err != nil {
+		t.Fatal(err)
+	}
+	if a := series(t, reg, "sqlkube_store_nospace_alarm", "", ""); a != 0 {
+		t.Errorf("sqlkube_store_nospace_alarm once cleared = %v, want 0", a)
+	}
+	s.SetQuotaBytes(128 << 20)
+	if q := series(t, reg, "sqlkube_store_quota_bytes", "", ""); q != 128<<20 {
+		t.Errorf("sqlkube_store_quota_bytes after SetQuotaBytes = %v, want %d", q, 128<<20)
+	}
+}
