@@ -173,6 +173,11 @@ func runHost(ctx context.Context, f *hostFlags, log zerolog.Logger, out io.Write
 			return fmt.Errorf("%s: %w", flag, err)
 		}
 		defer shared.Close() // after the tenants' stores (tenantsDone below)
+		// Its connections, on the host's /metrics (pool="shared",
+		// datastore=NAME).
+		if err := prometheus.WrapRegistererWith(prometheus.Labels{"datastore": cmp.Or(name, tenant.DefaultDatastore)}, hcfg.Metrics.Registry).Register(shared.Collector()); err != nil {
+			return fmt.Errorf("%s: %w", flag, err)
+		}
 		// Two names for one database would make a move drop the data it
 		// moved.
 		id, err := shared.DatabaseID(ctx)

@@ -209,14 +209,28 @@ func testTenantLifecycle(t *testing.T, hostArgs []string, txns func() int64) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Connections: each SQLite tenant's own pools, or the one pool the
+	// PostgreSQL tenants share (--tenant-datastore-max-conns 6: one
+	// listens, 5 are the pool's).
+	pool := `sqlkube_sql_pool_connections{pool="write",state="in_use",tenant="` + nameA + `"}`
+	if txns != nil {
+		pool = `sqlkube_sql_pool_max_connections{datastore="default",pool="shared"} 5`
+	}
 	for _, want := range []string{
 		`sqlkube_tenant_requests_total{code="404",method="GET",tenant="` + nameA + `"}`,
 		`sqlkube_tenant_running{tenant="` + nameB + `"} 1`,
 		`sqlkube_sql_transaction_duration_seconds_count{kind="write",tenant="` + nameA + `"}`,
 		`sqlkube_store_watchers{tenant="` + nameB + `"}`,
+		pool,
 	} {
 		if !strings.Contains(string(body), want) {
-			t.Errorf("the host's /metrics has no %s", want)
+			var pools []string
+			for _, line := range strings.Split(string(body), "\n") {
+				if strings.HasPrefix(line, "sqlkube_sql_pool_") {
+					pools = append(pools, line)
+				}
+			}
+			t.Errorf("the host's /metrics has no %s (its pools: %v)", want, pools)
 		}
 	}
 	// Each is a cluster of its own.

@@ -52,8 +52,8 @@ func hasLabel(m *dto.Metric, name, value string) bool {
 
 // TestMetrics_CompactionsQuotaAlarm: a compaction is counted, with its
 // duration, once it succeeds, and a request below the compacted revision
-// is not counted; the quota and the NOSPACE alarm are reported as the
-// store has them.
+// is not counted; the pools' connections, the quota and the NOSPACE
+// alarm are reported as the store has them.
 func TestMetrics_CompactionsQuotaAlarm(t *testing.T) {
 	ctx := context.Background()
 	reg := prometheus.NewRegistry()
@@ -88,6 +88,17 @@ func TestMetrics_CompactionsQuotaAlarm(t *testing.T) {
 	}
 	if c := series(t, reg, "sqlkube_store_compacted_revision", "", ""); c != float64(rev) {
 		t.Errorf("sqlkube_store_compacted_revision = %v, want %d", c, rev)
+	}
+
+	// SQLite's two pools: the writer's one connection, and the readers'.
+	if m := series(t, reg, "sqlkube_sql_pool_max_connections", "pool", "write"); m != 1 {
+		t.Errorf("sqlkube_sql_pool_max_connections{pool=write} = %v, want 1", m)
+	}
+	if n := series(t, reg, "sqlkube_sql_pool_connections", "pool", "read"); n < 0 {
+		t.Errorf("no sqlkube_sql_pool_connections{pool=read}")
+	}
+	if n := series(t, reg, "sqlkube_sql_pool_waits_total", "pool", "write"); n < 0 {
+		t.Errorf("no sqlkube_sql_pool_waits_total{pool=write}")
 	}
 
 	alarm := sqlstore.Alarm{MemberID: 1, Type: sqlstore.AlarmNoSpace}

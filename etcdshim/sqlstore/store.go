@@ -187,6 +187,9 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		leases:  newLeaseClock(),
 	}
 	s.metrics.watchQuota(s)
+	if opts.Shared == nil {
+		s.metrics.watchPools(c)
+	}
 	s.disk.init(c, opts)
 	if h := opts.Shared; h != nil {
 		schema := opts.Tenant.Schema // validated: [a-z0-9_] only
