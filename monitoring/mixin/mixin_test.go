@@ -106,6 +106,10 @@ func TestRules_Groups(t *testing.T) {
 
 // TestRules_Promtool checks the file with promtool check rules, which
 // parses every expression as Prometheus does when it loads the rules.
+// Its lint is off: its one finding is kept upstream on purpose, the four
+// rules recording code_verb:apiserver_request_total:increase1h, one per
+// class of status code, whose series differ by the code label their
+// expressions keep (the lint compares only the rules' static labels).
 // promtool is looked for where `make test-deps-prometheus` builds it:
 // SQLKUBE_PROMETHEUS_DIR, or GOPATH/bin/prometheus-VERSION by default.
 // Without it the test is skipped (make test does not build it yet).
@@ -123,8 +127,8 @@ func TestRules_Promtool(t *testing.T) {
 	if st, err := os.Stat(promtool); err != nil || st.Mode()&0o111 == 0 {
 		t.Skipf("skipping: promtool not found at %s (make test-deps-prometheus builds it)", promtool)
 	}
-	out, err := exec.Command(promtool, "check", "rules", "kubernetes-control-plane.rules.yaml").CombinedOutput()
-	if err != nil {
+	out, err := exec.Command(promtool, "check", "rules", "--lint=none", "kubernetes-control-plane.rules.yaml").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "SUCCESS:") {
 		t.Fatalf("promtool check rules: %v\n%s", err, out)
 	}
 	t.Logf("%s", out)

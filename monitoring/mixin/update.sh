@@ -70,4 +70,4 @@ mixin=$(git -C "$repo" show "$commit:jsonnetfile.lock.json" | awk '
 echo "wrote $out"
 echo "kube-prometheus commit: $commit ($date)"
 echo "kubernetes-mixin commit pinned there: ${mixin:-not found}"
-echo "now: update README.md with those, and run promtool check rules $out"
+echo "now: update README.md with those, and run promtool check rules --lint=none $out"
