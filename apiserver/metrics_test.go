@@ -31,6 +31,8 @@ import (
 	"k8s.io/client-go/rest"
 	certutil "k8s.io/client-go/util/cert"
 	"k8s.io/component-base/metrics/legacyregistry"
+	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
+	aggregatorclient "k8s.io/kube-aggregator/pkg/client/clientset_generated/clientset"
 	"k8s.io/utils/ptr"
 
 	"github.com/sqlkube/sqlkube/apiserver"
@@ -55,6 +57,10 @@ var notProduced = map[string]string{
 	"kubernetes_healthcheck":                                                             noSLIs,
 	"kubernetes_healthchecks_total":                                                      noSLIs,
 }
+
+// unavailableAPIService is TestMetrics_StableAndBeta's APIService whose
+// service does not exist.
+const unavailableAPIService = "v1beta1.missing.example.com"
 
 const (
 	noAPF        = "sqlkube has no API Priority and Fairness: requests are bounded by the max-in-flight limiter (apiserver_current_inflight_requests)"
@@ -138,6 +144,15 @@ func TestMetrics_StableAndBeta(t *testing.T) {
 	cfg, _ := metricsServer(t)
 	cs := kubernetes.NewForConfigOrDie(cfg)
 	deprecated := exerciseAPI(t, cs, cfg)
+	// An APIService whose service is missing: unavailable.
+	ac := aggregatorclient.NewForConfigOrDie(cfg)
+	gone := wardleAPIService("v1beta1", nil)
+	gone.Name, gone.Spec.Group, gone.Spec.Service.Name = unavailableAPIService, "missing.example.com", "nowhere"
+	gone.Spec.InsecureSkipTLSVerify = true
+	if _, err := ac.ApiregistrationV1().APIServices().Create(ctx, gone, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitAvailable(t, ac, unavailableAPIService, apiregistrationv1.ConditionFalse, "")
 
 	var want []stablemetrics.Metric
 	for _, m := range declared {
@@ -218,6 +233,14 @@ func TestMetrics_StableAndBeta(t *testing.T) {
 	}
 	if deprecated != "" && !hasSeries(mfs["apiserver_requested_deprecated_apis"], map[string]string{"resource": deprecated}) {
 		t.Errorf("apiserver_requested_deprecated_apis has no %s", deprecated)
+	}
+	// The aggregator's availability of each APIService (ALPHA; the
+	// kubernetes-mixin's KubeAggregatedAPIDown reads it): 1 for the one
+	// whose service is missing.
+	if !slices.ContainsFunc(mfs["aggregator_unavailable_apiservice"].GetMetric(), func(s *dto.Metric) bool {
+		return labelOf(s, "name") == unavailableAPIService && s.GetGauge().GetValue() == 1
+	}) {
+		t.Errorf("aggregator_unavailable_apiservice has no %s 1: %v", unavailableAPIService, mfs["aggregator_unavailable_apiservice"])
 	}
 	if hasSeries(mfs["apiserver_request_total"], map[string]string{"group": "nothing.example.com"}) {
 		t.Errorf("apiserver_request_total counts a resource nothing serves")

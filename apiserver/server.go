@@ -29,6 +29,7 @@ import (
 	"k8s.io/client-go/informers"
 	clientset "k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	compbasemetrics "k8s.io/component-base/metrics"
 	"k8s.io/kubernetes/pkg/serviceaccount"
 
 	"github.com/sqlkube/sqlkube/apiserver/admission"
@@ -173,14 +174,19 @@ const DefaultCompactionInterval = 5 * time.Minute
 // Server serves the Kubernetes API.
 type Server struct {
 	// api is what the REST handlers serve from.
-	api       *handlers.API
-	cfg       Config
-	echo      *echo.Echo
-	stops     []func()
-	ready     []func() bool
-	stopOnce  sync.Once
-	compactor sqlstorage.StoppableCompactor
-	openapi   *openapi.Builder
+	api *handlers.API
+	// aggMetrics holds this server's aggregator's metrics, which its
+	// /metrics serves (nil without one: component-base keeps every
+	// registry for the life of the process, and a host's tenants, which
+	// have no /metrics, come and go).
+	aggMetrics compbasemetrics.KubeRegistry
+	cfg        Config
+	echo       *echo.Echo
+	stops      []func()
+	ready      []func() bool
+	stopOnce   sync.Once
+	compactor  sqlstorage.StoppableCompactor
+	openapi    *openapi.Builder
 	// openID is the service-account issuer's discovery document
 	// (openid.go), nil until ServeOpenIDMetadata.
 	openID atomic.Pointer[serviceaccount.OpenIDMetadataProvider]
@@ -244,6 +250,9 @@ func New(cfg Config) (*Server, error) {
 		KubeletCertFile: cfg.KubeletClientCertFile, KubeletKeyFile: cfg.KubeletClientKeyFile, KubeletCAFile: cfg.KubeletCAFile,
 		ClusterDial: cfg.ClusterDial, ProxyTransport: handlers.NewProxyTransport(cfg.ClusterDial),
 	}}
+	if !cfg.NoMetricsEndpoint {
+		s.aggMetrics = compbasemetrics.NewKubeRegistry()
+	}
 	s.api.Registry = registry.NewRegistry(append(registry.Builtin(running{s}), crdResource())...)
 	s.api.AdmissionObjects = admission.NewObjectInterfaces(s.api.Registry.Resources())
 	if cfg.ServiceClusterIPRange == "" {
@@ -366,6 +375,7 @@ func (s *Server) startAuth() error {
 	agg, aggReady, aggShutdown, err := aggregator.Start(aggregator.Options{
 		Loopback: s.loopback, Informers: s.informers,
 		ProxyClientCertFile: s.cfg.ProxyClientCertFile, ProxyClientKeyFile: s.cfg.ProxyClientKeyFile,
+		Metrics: s.aggMetrics,
 	}, stop)
 	if err != nil {
 		close(stop)
@@ -619,7 +629,11 @@ func (s *Server) routes() *echo.Echo {
 	// the API.
 	sqlstorage.RegisterMetrics()
 	if !s.cfg.NoMetricsEndpoint {
-		e.GET("/metrics", echo.WrapHandler(metricsHandler(s.cfg.MetricsFamilies, s.cfg.Metrics)))
+		var more prometheus.Gatherer = s.aggMetrics
+		if s.cfg.Metrics != nil {
+			more = prometheus.Gatherers{s.cfg.Metrics, s.aggMetrics}
+		}
+		e.GET("/metrics", echo.WrapHandler(metricsHandler(s.cfg.MetricsFamilies, more)))
 	}
 	e.GET("/version", s.discovery.ServeVersion)
 	e.GET(serviceaccount.OpenIDConfigPath, s.openIDConfig)

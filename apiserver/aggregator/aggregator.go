@@ -29,6 +29,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/transport"
+	compbasemetrics "k8s.io/component-base/metrics"
 	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
 	apiregistrationhelper "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1/helper"
 	aggregatorclient "k8s.io/kube-aggregator/pkg/client/clientset_generated/clientset"
@@ -97,6 +98,11 @@ type Options struct {
 	// ProxyClientCertFile and ProxyClientKeyFile are the client
 	// certificate presented to aggregated servers (empty: none).
 	ProxyClientCertFile, ProxyClientKeyFile string
+	// Metrics, if set, is where the availability of the APIServices is
+	// registered (aggregator_unavailable_apiservice, _total): the API
+	// server's own registry, so that each of a process's API servers
+	// reports its own APIServices.
+	Metrics compbasemetrics.KubeRegistry
 }
 
 // Start builds the aggregator and starts its informers and
@@ -126,6 +132,11 @@ func Start(opts Options, stop <-chan struct{}) (a *Aggregator, ready func() bool
 	apiServices := factory.Apiregistration().V1().APIServices()
 	a.lister = apiServices.Lister()
 	metrics := availabilitymetrics.New()
+	if opts.Metrics != nil {
+		if err := metrics.Register(opts.Metrics.Register, opts.Metrics.CustomRegister); err != nil {
+			return nil, nil, nil, fmt.Errorf("apiserver: aggregator metrics: %w", err)
+		}
+	}
 	local, err := localavailability.New(apiServices, client.ApiregistrationV1(), metrics)
 	if err != nil {
 		return nil, nil, nil, err
