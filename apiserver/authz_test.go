@@ -5,6 +5,8 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -36,6 +38,12 @@ type securedServer struct {
 
 func newSecuredServer(t *testing.T) *securedServer {
 	t.Helper()
+	return newSecuredServerWith(t, apiserver.Config{})
+}
+
+// newSecuredServerWith is newSecuredServer with conf's other fields.
+func newSecuredServerWith(t *testing.T, conf apiserver.Config) *securedServer {
+	t.Helper()
 	dir := t.TempDir()
 	tokens := filepath.Join(dir, "tokens.csv")
 	csv := "admin-token,admin,1,system:masters\nalice-token,alice,2\nbob-token,bob,3,\"team,devs\"\n" +
@@ -49,7 +57,8 @@ func newSecuredServer(t *testing.T) *securedServer {
 	}
 	// Service-account tokens are checked on every request (no cache), so
 	// a deleted secret's token fails at once.
-	cfg, api := newServerWith(t, apiserver.Config{Authenticate: true, TokenAuthFile: tokens, ServiceAccountKey: key, ServiceAccountTokenCacheTTL: -1})
+	conf.Authenticate, conf.TokenAuthFile, conf.ServiceAccountKey, conf.ServiceAccountTokenCacheTTL = true, tokens, key, -1
+	cfg, api := newServerWith(t, conf)
 	ctx := context.Background()
 	if err := api.Bootstrap(ctx); err != nil {
 		t.Fatal(err)
@@ -71,21 +80,52 @@ func (s *securedServer) as(token string) kubernetes.Interface {
 	return kubernetes.NewForConfigOrDie(&rest.Config{Host: s.url, BearerToken: token})
 }
 
+// TestAuthn_Unauthenticated checks requests without credentials as
+// kube-apiserver answers them: by default they act as system:anonymous
+// and RBAC's bootstrap policy lets them read the health and version
+// paths only (403 for the rest, /metrics included); with
+// DisableAnonymousAuth (--anonymous-auth=false) they get 401 but on
+// those paths. Bad credentials get 401 either way.
 func TestAuthn_Unauthenticated(t *testing.T) {
-	s := newSecuredServer(t)
-	ctx := context.Background()
-	anon := kubernetes.NewForConfigOrDie(&rest.Config{Host: s.url})
-	if _, err := anon.CoreV1().Namespaces().List(ctx, metav1.ListOptions{}); !apierrors.IsUnauthorized(err) {
-		t.Errorf("list without credentials: %v, want 401", err)
-	}
-	if _, err := s.as("no-such-token").CoreV1().Namespaces().List(ctx, metav1.ListOptions{}); !apierrors.IsUnauthorized(err) {
-		t.Errorf("list with an unknown token: %v, want 401", err)
-	}
-	if body, err := anon.Discovery().RESTClient().Get().AbsPath("/healthz").DoRaw(ctx); err != nil || string(body) != "ok" {
-		t.Errorf("/healthz without credentials: %q %v", body, err)
-	}
-	if _, err := anon.Discovery().ServerVersion(); err != nil {
-		t.Errorf("/version without credentials: %v", err)
+	for _, tc := range []struct {
+		name    string
+		disable bool
+		refused func(error) bool
+		code    int
+	}{
+		{"anonymous", false, apierrors.IsForbidden, http.StatusForbidden},
+		{"anonymous-auth=false", true, apierrors.IsUnauthorized, http.StatusUnauthorized},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newSecuredServerWith(t, apiserver.Config{DisableAnonymousAuth: tc.disable})
+			ctx := context.Background()
+			anon := kubernetes.NewForConfigOrDie(&rest.Config{Host: s.url})
+			_, err := anon.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
+			if !tc.refused(err) {
+				t.Errorf("list without credentials: %v, want %d", err, tc.code)
+			}
+			if !tc.disable && !strings.Contains(fmt.Sprint(err), `User "system:anonymous" cannot list resource "namespaces"`) {
+				t.Errorf("list without credentials: %v, want it to name system:anonymous", err)
+			}
+			for _, path := range []string{"/metrics", "/api", "/apis", "/openapi/v2"} {
+				var code int
+				anon.Discovery().RESTClient().Get().AbsPath(path).Do(ctx).StatusCode(&code)
+				if code != tc.code {
+					t.Errorf("GET %s without credentials: %d, want %d", path, code, tc.code)
+				}
+			}
+			if _, err := s.as("no-such-token").CoreV1().Namespaces().List(ctx, metav1.ListOptions{}); !apierrors.IsUnauthorized(err) {
+				t.Errorf("list with an unknown token: %v, want 401", err)
+			}
+			for _, path := range []string{"/healthz", "/livez", "/readyz"} {
+				if body, err := anon.Discovery().RESTClient().Get().AbsPath(path).DoRaw(ctx); err != nil || string(body) != "ok" {
+					t.Errorf("%s without credentials: %q %v", path, body, err)
+				}
+			}
+			if _, err := anon.Discovery().ServerVersion(); err != nil {
+				t.Errorf("/version without credentials: %v", err)
+			}
+		})
 	}
 }
 

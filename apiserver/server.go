@@ -74,6 +74,15 @@ type Config struct {
 	// requests without credentials act as a member of system:masters
 	// (tests, or behind a proxy that authenticates).
 	Authenticate bool
+	// DisableAnonymousAuth refuses requests without credentials (401)
+	// but to /healthz, /livez, /readyz, /version and kube-public's
+	// cluster-info, as kube-apiserver's --anonymous-auth=false. By
+	// default they act as system:anonymous (group
+	// system:unauthenticated) and authorization decides, as
+	// kube-apiserver's default: RBAC's bootstrap policy lets them read
+	// only those paths (403 elsewhere). AlwaysAllow implies it, as
+	// kube-apiserver turns anonymous requests off with AlwaysAllow.
+	DisableAnonymousAuth bool
 	// TokenAuthFile is a CSV of static bearer tokens
 	// (token,user,uid,"group1,group2"), as kube-apiserver's
 	// --token-auth-file.
@@ -608,7 +617,7 @@ func (s *Server) routes() *echo.Echo {
 		return s.api.Authz.Authorize(ctx, a)
 	})
 	requestMetrics := &filters.RequestMetrics{Off: s.cfg.DisableRequestMetrics, Describe: newRequestFacts(s).Describe}
-	e.Use(filters.RequestInfo, requestMetrics.Middleware, filters.Timeout, filters.Authentication(authn, s.cfg.Authenticate))
+	e.Use(filters.RequestInfo, requestMetrics.Middleware, filters.Timeout, filters.Authentication(authn, s.cfg.Authenticate, s.anonymousAuth()))
 	if s.cfg.Audit != nil {
 		e.Use(s.cfg.Audit.Middleware) // rejected requests (429 below) are audited too
 	}
@@ -646,4 +655,10 @@ func (s *Server) routes() *echo.Echo {
 	e.Any("/api/*", s.serveResource)
 	e.Any("/apis/*", s.serveResource)
 	return e
+}
+
+// anonymousAuth says whether requests without credentials act as
+// system:anonymous on every path (Config.DisableAnonymousAuth).
+func (s *Server) anonymousAuth() bool {
+	return !s.cfg.DisableAnonymousAuth && s.cfg.AuthorizationMode != authz.ModeAlwaysAllow
 }

@@ -61,14 +61,17 @@ type Config struct {
 	SASigningKeyFile  string
 	SAIssuer          string
 	AuthorizationMode string
-	Encryption        string
-	MaxInflight       int
-	MaxMutating       int
-	Compaction        time.Duration
-	AllowPrivileged   bool
-	AuditLog          string
-	AuditPolicy       string
-	DisableAdmission  []string
+	// DisableAnonymousAuth is --anonymous-auth=false
+	// (apiserver.Config.DisableAnonymousAuth).
+	DisableAnonymousAuth bool
+	Encryption           string
+	MaxInflight          int
+	MaxMutating          int
+	Compaction           time.Duration
+	AllowPrivileged      bool
+	AuditLog             string
+	AuditPolicy          string
+	DisableAdmission     []string
 	// FakeNodes simulated nodes run in-process (with Components only).
 	FakeNodes int
 	// NoMetrics leaves the API's /metrics unserved (a host's tenants:

@@ -99,7 +99,7 @@ func Serve(ctx context.Context, f *Config, client *kubernetes.Client, storageDes
 		ServiceClusterIPRange: f.ServiceIPs, ServiceNodePortRange: f.NodePorts,
 		MaxRequestsInflight: f.MaxInflight, MaxMutatingRequestsInflight: f.MaxMutating,
 		CompactionInterval: compactionInterval(f.Compaction), TokenAuthFile: f.TokenAuthFile, ServiceAccountKey: saKey, ServiceAccountIssuer: f.SAIssuer,
-		AuthorizationMode: f.AuthorizationMode, DisableAdmissionPlugins: f.DisableAdmission,
+		AuthorizationMode: f.AuthorizationMode, DisableAnonymousAuth: f.DisableAnonymousAuth, DisableAdmissionPlugins: f.DisableAdmission,
 		KubeletCAFile: files.CACert,
 		// The aggregation proxy's client certificate and the CAs
 		// aggregated servers are told to trust.

@@ -23,15 +23,21 @@ var PublicPaths = map[string]bool{
 // authenticates): a member of system:masters.
 var unsecuredUser = &user.DefaultInfo{Name: "system:unsecured", Groups: []string{user.SystemPrivilegedGroup, user.AllAuthenticated}}
 
-// anonymousUser is who reads PublicPaths without credentials.
+// anonymousUser is who requests without credentials act as: on every
+// path when anonymous requests are allowed, as kube-apiserver's default
+// --anonymous-auth=true (authorization then decides: RBAC's bootstrap
+// policy lets system:unauthenticated read only the health and version
+// paths, so /metrics gets 403), else on PublicPaths only.
 var anonymousUser = &user.DefaultInfo{Name: user.Anonymous, Groups: []string{user.AllUnauthenticated}}
 
 // Authentication identifies the caller: the loopback connection is the
 // server itself (the authenticator is not asked); otherwise the
-// authenticator decides. Without
-// credentials only PublicPaths are served (401 otherwise), unless
-// authentication is not required.
-func Authentication(authn authenticator.Request, required bool) echo.MiddlewareFunc {
+// authenticator decides. Bad credentials get 401. A request without
+// credentials acts as system:anonymous when anonymous is true, as
+// kube-apiserver's does, and authorization decides what it may do;
+// when anonymous is false, only PublicPaths are served (401 otherwise).
+// Unless authentication is required, it acts as unsecuredUser.
+func Authentication(authn authenticator.Request, required, anonymous bool) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			req := c.Request()
@@ -49,7 +55,7 @@ func Authentication(authn authenticator.Request, required bool) echo.MiddlewareF
 				return responses.Status(c, apierrors.NewUnauthorized("Unauthorized"))
 			case !required:
 				u = unsecuredUser
-			case PublicPaths[req.URL.Path]:
+			case anonymous || PublicPaths[req.URL.Path]:
 				u = anonymousUser
 			default:
 				return responses.Status(c, apierrors.NewUnauthorized("Unauthorized"))

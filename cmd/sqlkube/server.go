@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -71,6 +72,8 @@ func addAPIFlags(fl *pflag.FlagSet, f *apiFlags) {
 	fl.StringVar(&f.SASigningKeyFile, "service-account-signing-key-file", "", "private key that signs service-account tokens (default: generated under DATA_DIR/tls)")
 	fl.StringVar(&f.SAIssuer, "service-account-issuer", authn.DefaultServiceAccountIssuer, "issuer (and default audience) of service-account tokens")
 	fl.StringVar(&f.AuthorizationMode, "authorization-mode", authz.ModeRBAC, "RBAC, or AlwaysAllow (development only)")
+	anon := fl.VarPF(negatedBool{&f.DisableAnonymousAuth}, "anonymous-auth", "", "let requests without credentials act as system:anonymous, which RBAC lets read /healthz, /livez, /readyz and /version only (403 elsewhere), as kube-apiserver's default; false: 401 for them but on those paths (AlwaysAllow implies false)")
+	anon.NoOptDefVal = "true"
 	fl.StringSliceVar(&f.DisableAdmission, "disable-admission-plugins", nil, fmt.Sprintf("admission plugins to turn off (all run by default, in this order: %s)", strings.Join(admission.DefaultPlugins(), ",")))
 	fl.StringVar(&f.featureGates, "feature-gates", "", "Kubernetes feature gates for the API server and the in-process controllers and scheduler, as kube-apiserver's: A=true,B=false (default: Kubernetes' defaults); the node's kubelet takes its own in its configuration")
 	fl.StringVar(&f.pprofAddress, "pprof-address", "", "serve net/http/pprof here (debugging)")
@@ -334,3 +337,25 @@ func serveAPI(ctx context.Context, f *apiFlags, client *kubernetes.Client, stora
 	}
 	return controlplane.Serve(ctx, &f.Config, client, storageDesc, start)
 }
+
+// negatedBool is a boolean flag stored negated, so that the zero value of
+// the field it sets is the flag's default, true.
+type negatedBool struct{ v *bool }
+
+func (b negatedBool) String() string {
+	if b.v == nil {
+		return "true"
+	}
+	return strconv.FormatBool(!*b.v)
+}
+
+func (b negatedBool) Set(s string) error {
+	v, err := strconv.ParseBool(s)
+	if err != nil {
+		return err
+	}
+	*b.v = !v
+	return nil
+}
+
+func (negatedBool) Type() string { return "bool" }
