@@ -156,36 +156,51 @@ test-deps-kubectl:
 	    { [ "$$CI" = true ] && exit 1; echo "could not build kubectl $$v: the kubectl tests skip it"; }; \
 	done
 
-# PROMETHEUS_VERSION is the Prometheus whose promtool checks the
-# kubernetes-mixin rules in monitoring/mixin (and that will scrape a test
-# cluster: issue 40). Prometheus 3.x is published to the module proxy as
-# v0.3MM.P (3.16.0 is v0.316.0). prometheus and promtool are built with
-# go install into PROMETHEUS_DIR; a binary whose module version (go version
-# -m) is not this one is rebuilt: about 24 minutes for both on 2 busy
-# cores with an empty module cache, of which promtool's is one once
-# prometheus is built. Not yet a prerequisite of make test:
-# monitoring/mixin's test looks in SQLKUBE_PROMETHEUS_DIR (by default
-# GOPATH/bin/prometheus-VERSION) and skips with a line when promtool is
-# missing.
+# PROMETHEUS_VERSION is the Prometheus that scrapes a test cluster with
+# the kubernetes-mixin rules of monitoring/mixin (TestPrometheus_Mixin in
+# apiserver/e2e) and whose promtool checks those rules. Prometheus 3.x is
+# published to the module proxy as v0.3MM.P (3.16.0 is v0.316.0).
+# prometheus and promtool are built with go install into PROMETHEUS_DIR,
+# with Prometheus' own build tag remove_all_sd: without its service
+# discovery plugins (the cloud providers' SDKs, Kubernetes'), which a
+# Prometheus of static targets does not use and which are most of its
+# build. A binary whose module version (go version -m) is not this one is
+# rebuilt. Under CI=true a failed build is an error; elsewhere the tests
+# that need it skip with a line.
 PROMETHEUS_VERSION = v0.316.0
 PROMETHEUS_DIR ?= $(HELM_DIR)/prometheus-$(PROMETHEUS_VERSION)
+# KSM_VERSION is the kube-state-metrics TestPrometheus_Mixin runs beside
+# Prometheus, as kube-prometheus-stack does: the k8s.rules groups and
+# KubeletDown read its series (monitoring/mixin/NEEDS.md). It is built
+# into KSM_DIR from tools/kube-state-metrics, a module that requires it
+# as a tool (go install MODULE@VERSION fails on it: the module proxy
+# refuses its version list, which go install reads for deprecations);
+# that module's go.mod and go.sum pin it and its dependencies.
+KSM_VERSION = $(shell sed -n 's|^[[:space:]]*k8s.io/kube-state-metrics/v2 \(v[^ ]*\).*|\1|p' tools/kube-state-metrics/go.mod)
+KSM_DIR ?= $(HELM_DIR)/kube-state-metrics-$(KSM_VERSION)
 
 test-deps-prometheus:
-	@for cmd in prometheus promtool; do \
-	  [ "$$($(GO) version -m "$(PROMETHEUS_DIR)/$$cmd" 2>/dev/null | awk '$$1 == "mod" { print $$3 }')" = "$(PROMETHEUS_VERSION)" ] && continue; \
+	@have() { [ "$$($(GO) version -m "$$1" 2>/dev/null | awk '$$1 == "mod" { print $$3 }')" = "$$2" ]; }; \
+	for cmd in prometheus promtool; do \
+	  have "$(PROMETHEUS_DIR)/$$cmd" $(PROMETHEUS_VERSION) && continue; \
 	  echo "building $$cmd $(PROMETHEUS_VERSION) into $(PROMETHEUS_DIR) for the tests"; \
-	  (cd / && GOFLAGS= GOBIN="$(PROMETHEUS_DIR)" $(GO) install github.com/prometheus/prometheus/cmd/$$cmd@$(PROMETHEUS_VERSION)) || \
+	  (cd / && GOFLAGS= GOBIN="$(PROMETHEUS_DIR)" $(GO) install -tags remove_all_sd github.com/prometheus/prometheus/cmd/$$cmd@$(PROMETHEUS_VERSION)) || \
 	    { [ "$$CI" = true ] && exit 1; echo "could not build $$cmd $(PROMETHEUS_VERSION): the tests that need it skip"; }; \
-	done
+	done; \
+	have "$(KSM_DIR)/kube-state-metrics" $(KSM_VERSION) && exit 0; \
+	echo "building kube-state-metrics $(KSM_VERSION) into $(KSM_DIR) for the tests"; \
+	(cd tools/kube-state-metrics && GOFLAGS= $(GO) build -o "$(KSM_DIR)/kube-state-metrics" k8s.io/kube-state-metrics/v2) || \
+	  { [ "$$CI" = true ] && exit 1; echo "could not build kube-state-metrics $(KSM_VERSION): the tests that need it skip"; }
 
 # The real-node tests run sqlkube's containerd with make runtime's shim
 # and runc (SQLKUBE_RUNTIME_DIR: internal/testbin links them beside the
 # sqlkube it builds).
-test: test-deps test-deps-helm test-deps-kubectl runtime test-fuzz
+test: test-deps test-deps-helm test-deps-kubectl test-deps-prometheus runtime test-fuzz
 	$(GO) vet ./...
 	# One package at a time: the conformance suites run their backends in
 	# parallel and are timing-sensitive on a 2-core machine.
-	SQLKUBE_HELM_DIR="$(HELM_DIR)" SQLKUBE_KUBECTL_DIR="$(KUBECTL_DIR)" SQLKUBE_RUNTIME_DIR="$(RUNTIME_DIR)" $(GO) test -p 1 -count=1 -timeout 40m ./...
+	SQLKUBE_HELM_DIR="$(HELM_DIR)" SQLKUBE_KUBECTL_DIR="$(KUBECTL_DIR)" \
+	  SQLKUBE_PROMETHEUS_DIR="$(PROMETHEUS_DIR)" SQLKUBE_KSM_DIR="$(KSM_DIR)" SQLKUBE_RUNTIME_DIR="$(RUNTIME_DIR)" $(GO) test -p 1 -count=1 -timeout 40m ./...
 
 # test-fuzz runs each fuzz test of the etcd API (etcdshim/fuzz*_test.go:
 # hostile requests through gRPC to a server on SQLite) for FUZZTIME, one

@@ -190,7 +190,7 @@ func (s *server) removeAllPods(t *testing.T) {
 		return
 	}
 	kubectl := kubectlPath(t)
-	_, _ = s.kubectl(t, kubectl, "delete", "deployments,statefulsets,daemonsets,jobs,pods", "--all", "--all-namespaces", "--grace-period=1", "--wait=false")
+	_, _ = s.kubectl(t, kubectl, "delete", "deployments,replicasets,replicationcontrollers,statefulsets,daemonsets,jobs,pods", "--all", "--all-namespaces", "--grace-period=1", "--wait=false")
 	// The kubelet removes a pod from the API once its containers are gone
 	// and its volumes unmounted.
 	deadline := time.Now().Add(90 * time.Second)
