@@ -63,9 +63,12 @@ func (s *Server) ComponentHandler(h http.Handler) http.Handler {
 
 // ComponentMetricsHandler serves, in Prometheus' text format, the metric
 // families of the process-wide registry that own reports true for (a
-// component's: SchedulerOwns, ControllerManagerOwns).
-func ComponentMetricsHandler(own func(string) bool) http.Handler {
-	return metricsHandler(own, nil)
+// component's: SchedulerOwns, ControllerManagerOwns), and the
+// rest_client_* series of the component's own client, whose host label is
+// clientHost (RESTClientHost).
+func ComponentMetricsHandler(own func(string) bool, clientHost string) http.Handler {
+	return metricsHandler(func(family string) bool { return own(family) || strings.HasPrefix(family, "rest_client_") },
+		func(host string) bool { return host == clientHost }, nil)
 }
 
 // SchedulerOwns reports whether the metric family name is the scheduler's:

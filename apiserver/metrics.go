@@ -15,6 +15,10 @@ import (
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/component-base/metrics/legacyregistry"
 
+	// client-go's request metrics (rest_client_*), registered in
+	// legacyregistry and hooked into client-go by its init, as in upstream's
+	// components.
+	_ "k8s.io/component-base/metrics/prometheus/restclient"
 	// kubernetes_build_info, registered by the package's init.
 	_ "k8s.io/component-base/metrics/prometheus/version"
 
@@ -68,6 +72,41 @@ var apiServerPrefixes = []string{
 	"cardinality_enforcement_unexpected_categorizations_total",
 	"go_", "process_",
 	"sqlkube_component_panics_total", // panics recovered in any of the process's components
+	// client-go's, for every client of the process; the series of an
+	// in-process component's own client (by their host label,
+	// RESTClientHost) go to that component's endpoint instead.
+	"rest_client_",
+}
+
+// RESTClientHost is the host of an in-process component's loopback
+// client ("http://" + RESTClientHost(component) is its rest.Config's
+// Host; the loopback dials the API server in memory whatever the host).
+// client-go labels its rest_client_* series with it, so that each
+// component's endpoint serves its own client's series, as upstream's
+// components serve theirs, and the API server's the rest.
+func RESTClientHost(component string) string { return component + ".loopback" }
+
+// clientSeries keeps the series of an owned rest_client_* family whose
+// host label host accepts ("" for the series without one, such as the
+// process-wide transport cache's; nil: all of them).
+func clientSeries(mf *dto.MetricFamily, host func(string) bool) bool {
+	if host == nil || !strings.HasPrefix(mf.GetName(), "rest_client_") {
+		return true
+	}
+	kept := mf.Metric[:0]
+	for _, m := range mf.Metric {
+		h := ""
+		for _, l := range m.GetLabel() {
+			if l.GetName() == "host" {
+				h = l.GetValue()
+			}
+		}
+		if host(h) {
+			kept = append(kept, m)
+		}
+	}
+	mf.Metric = kept
+	return len(kept) > 0
 }
 
 // APIServerOwns reports whether the metric family name is served on the
@@ -81,17 +120,20 @@ func APIServerOwns(family string) bool {
 	return false
 }
 
-// ownedGatherer is a gatherer's families that own reports true for.
+// ownedGatherer is a gatherer's families that own reports true for, and
+// of the rest_client_* ones the series whose host label host accepts (nil:
+// all).
 type ownedGatherer struct {
 	prometheus.Gatherer
-	own func(string) bool
+	own  func(string) bool
+	host func(string) bool
 }
 
 func (g ownedGatherer) Gather() ([]*dto.MetricFamily, error) {
 	mfs, err := g.Gatherer.Gather()
 	kept := mfs[:0]
 	for _, mf := range mfs {
-		if g.own(mf.GetName()) {
+		if g.own(mf.GetName()) && clientSeries(mf, g.host) {
 			kept = append(kept, mf)
 		}
 	}
@@ -103,14 +145,15 @@ func (g ownedGatherer) Gather() ([]*dto.MetricFamily, error) {
 var featureMetrics sync.Once
 
 // metricsHandler serves the metric families own chooses (nil: the API
-// server's, APIServerOwns) and those of more, if set, in Prometheus' text
-// format.
-func metricsHandler(own func(string) bool, more prometheus.Gatherer) http.Handler {
+// server's, APIServerOwns), of client-go's rest_client_* families the
+// series whose host label host accepts (nil: all), and the families of
+// more, if set, in Prometheus' text format.
+func metricsHandler(own, host func(string) bool, more prometheus.Gatherer) http.Handler {
 	featureMetrics.Do(utilfeature.DefaultMutableFeatureGate.AddMetrics)
 	if own == nil {
 		own = APIServerOwns
 	}
-	var g prometheus.Gatherer = ownedGatherer{legacyregistry.DefaultGatherer, own}
+	var g prometheus.Gatherer = ownedGatherer{legacyregistry.DefaultGatherer, own, host}
 	if more != nil {
 		g = prometheus.Gatherers{g, more}
 	}

@@ -161,6 +161,10 @@ type Config struct {
 	// MetricsFamilies chooses the metric families /metrics serves (nil:
 	// the API server's, APIServerOwns).
 	MetricsFamilies func(family string) bool
+	// MetricsClientHosts chooses, of client-go's rest_client_* families,
+	// the series /metrics serves by their host label (nil: all): those of
+	// the in-process components whose endpoints serve them are left out.
+	MetricsClientHosts func(host string) bool
 	// Metrics, if set, is served whole on /metrics beside those families:
 	// the registry of the datastore the server runs in its own process
 	// (sqlkube server, sqlkube apiserver --datastore: sqlkube_store_*,
@@ -642,7 +646,7 @@ func (s *Server) routes() *echo.Echo {
 		if s.cfg.Metrics != nil {
 			more = prometheus.Gatherers{s.cfg.Metrics, s.aggMetrics}
 		}
-		e.GET("/metrics", echo.WrapHandler(metricsHandler(s.cfg.MetricsFamilies, more)))
+		e.GET("/metrics", echo.WrapHandler(metricsHandler(s.cfg.MetricsFamilies, s.cfg.MetricsClientHosts, more)))
 	}
 	e.GET("/version", s.discovery.ServeVersion)
 	e.GET(serviceaccount.OpenIDConfigPath, s.openIDConfig)

@@ -12,6 +12,7 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/rest"
 
+	"github.com/sqlkube/sqlkube/apiserver"
 	"github.com/sqlkube/sqlkube/apiserver/pki"
 	"github.com/sqlkube/sqlkube/controllers/manager"
 	"github.com/sqlkube/sqlkube/election"
@@ -159,6 +160,8 @@ func (c *components) run(ctx context.Context, cfg *rest.Config, log zerolog.Logg
 		}
 		cfg := rest.CopyConfig(cfg)
 		cfg.UserAgent = "sqlkube-controller-manager"
+		// Its client's rest_client_* series are its endpoint's.
+		cfg.Host = "http://" + apiserver.RESTClientHost("kube-controller-manager")
 		wg.Go(func() {
 			defer utilruntime.HandleCrash() // a panic stops this component only
 			if err := manager.Run(ctx, cfg, o, c.policy()); err != nil && !errors.Is(err, context.Canceled) {
@@ -193,6 +196,7 @@ func (c *components) run(ctx context.Context, cfg *rest.Config, log zerolog.Logg
 			sc.ClientConnection.QPS, sc.ClientConnection.Burst = 5000, 10000
 		}
 		cfg := rest.CopyConfig(cfg)
+		cfg.Host = "http://" + apiserver.RESTClientHost("kube-scheduler")
 		wg.Go(func() {
 			defer utilruntime.HandleCrash()
 			if err := scheduler.Run(ctx, cfg, sc, c.policy(), c.resourceMetrics); err != nil && !errors.Is(err, context.Canceled) {

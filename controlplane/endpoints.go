@@ -96,6 +96,20 @@ func apiFamilies(comps *Components, eps []*componentEndpoint) func(string) bool 
 	}
 }
 
+// apiClientHosts chooses the rest_client_* series the API server's
+// /metrics serves beside eps: all but those of the in-process components
+// whose endpoints serve them (their clients' hosts, RESTClientHost).
+func apiClientHosts(eps []*componentEndpoint) func(string) bool {
+	if len(eps) == 0 {
+		return nil
+	}
+	claimed := map[string]bool{}
+	for _, ep := range eps {
+		claimed[apiserver.RESTClientHost(ep.name)] = true
+	}
+	return func(host string) bool { return !claimed[host] }
+}
+
 // serve serves ep until ctx ends: /metrics (its families; and the
 // scheduler's /metrics/resources), /healthz,
 // /livez and /readyz, guarded by api as upstream guards them, over TLS
@@ -116,7 +130,7 @@ func (ep *componentEndpoint) serve(ctx context.Context, api *apiserver.Server, f
 		return fmt.Errorf("%s's endpoint: %w", ep.name, err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", apiserver.ComponentMetricsHandler(ep.own))
+	mux.Handle("/metrics", apiserver.ComponentMetricsHandler(ep.own, apiserver.RESTClientHost(ep.name)))
 	if ep.resources != nil {
 		mux.Handle("/metrics/resources", ep.resources)
 	}

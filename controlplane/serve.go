@@ -121,6 +121,7 @@ func Serve(ctx context.Context, f *Config, client *kubernetes.Client, storageDes
 		}
 	}()
 	conf.MetricsFamilies = apiFamilies(f.Components, endpoints)
+	conf.MetricsClientHosts = apiClientHosts(endpoints)
 	if _, err := pki.EnsureKubeletClient(files.Dir); err != nil {
 		return fmt.Errorf("certificates: %w", err)
 	}

@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -31,6 +33,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
@@ -81,9 +84,12 @@ func mixinRecordingGroups(name string) bool {
 //     not reached, 504, and a create that a failing webhook refuses, 500);
 //   - no rule of the file fails to evaluate (a many-to-many match, which
 //     series served twice would cause, is an evaluation error);
-//   - no family is served by two targets of one process: the API server,
+//   - the admin kubeconfig's user reads each of those endpoints, and a
+//     caller without credentials none, as upstream answers it;
+//   - no series is served by two targets of one process: the API server,
 //     the scheduler and the controller manager share sqlkube's process;
-//     the kubelet's two paths share its process.
+//     the kubelet's two paths share its process; and each component's
+//     target serves its own client's rest_client_requests_total.
 //
 // The workload is runOwnedPods': a Deployment behind a Service and a pod
 // of every owner kind the pod_owner rules tell apart.
@@ -214,6 +220,19 @@ func TestPrometheus_Mixin(t *testing.T) {
 	upSince = time.Now()
 	t.Logf("every target up after %s", time.Since(start).Round(time.Second))
 
+	// As upstream, the admin kubeconfig's user reads every endpoint
+	// Prometheus scrapes, and a caller without credentials none: 403 from
+	// the API server and the components (system:anonymous, whom RBAC
+	// lets read only the health paths), 401 from the kubelet (anonymous
+	// requests off, as kubeadm's kubelets).
+	checkEndpointAccess(t, cfg, map[string]int{
+		cfg.Host + "/metrics": http.StatusForbidden,
+		"https://127.0.0.1:" + strconv.Itoa(schedPort) + "/metrics": http.StatusForbidden,
+		"https://127.0.0.1:" + strconv.Itoa(kcmPort) + "/metrics":   http.StatusForbidden,
+		"https://" + kubelet + "/metrics":                           http.StatusUnauthorized,
+		"https://" + kubelet + "/metrics/cadvisor":                  http.StatusUnauthorized,
+	})
+
 	// Every recording rule asked for returns series, and no rule fails.
 	var missing, failing []string
 	err = wait.PollUntilContextCancel(ctx, 2*time.Second, true, func(ctx context.Context) (bool, error) {
@@ -266,29 +285,29 @@ func TestPrometheus_Mixin(t *testing.T) {
 		}
 	}
 
-	// No family on two targets of one process.
-	process := map[string]string{"apiserver": "sqlkube", "kube-scheduler": "sqlkube", "kube-controller-manager": "sqlkube", "kubelet": "kubelet"}
-	seen := map[string]map[string][]string{} // process, family: targets
-	for _, sample := range prom.query(`group by (__name__, job, metrics_path) ({__name__=~".+", job!=""})`) {
-		name, job := sample.Metric["__name__"], sample.Metric["job"]
-		if promSynthetic[name] || process[job] == "" {
-			continue
-		}
-		if seen[process[job]] == nil {
-			seen[process[job]] = map[string][]string{}
-		}
-		seen[process[job]][name] = append(seen[process[job]][name], job+sample.Metric["metrics_path"])
-	}
-	for proc, families := range seen {
-		for name, targets := range families {
-			if len(targets) > 1 {
-				t.Errorf("%s's family %s is served by %d targets: %v", proc, name, len(targets), targets)
-			}
+	// No series on two targets of one process: the same name and labels
+	// but for the target's own (job and instance for the API server, the
+	// scheduler and the controller manager, all in sqlkube's process;
+	// metrics_path for the kubelet's two paths). Prometheus' own series
+	// (up, scrape_*) are every target's.
+	// Aggregation drops the metric name, which a label keeps here.
+	for _, q := range []string{
+		`count without (job, instance) (label_replace({__name__!~"up|scrape_.+", job=~"apiserver|kube-scheduler|kube-controller-manager"}, "e2e_family", "$1", "__name__", "(.+)")) > 1`,
+		`count without (metrics_path) (label_replace({__name__!~"up|scrape_.+", job="kubelet"}, "e2e_family", "$1", "__name__", "(.+)")) > 1`,
+	} {
+		for _, sample := range prom.query(q) {
+			t.Errorf("served by more than one target of one process: %v", sample.Metric)
 		}
 	}
-	for _, proc := range []string{"sqlkube", "kubelet"} {
-		if len(seen[proc]) < 50 {
-			t.Errorf("only %d families from %s's targets", len(seen[proc]), proc)
+	// The same query finds series that two processes serve, which is
+	// right for theirs: the API server's and the kubelet's goroutines.
+	if n := len(prom.query(`count without (job, instance, metrics_path) (label_replace({__name__="go_goroutines", job=~"apiserver|kubelet"}, "e2e_family", "$1", "__name__", "(.+)")) > 1`)); n != 1 {
+		t.Errorf("the API server's and the kubelet's go_goroutines without their target labels: %d series of count 2, want 1", n)
+	}
+	// client-go's request metrics: each component's on its own target.
+	for _, job := range []string{"apiserver", "kube-scheduler", "kube-controller-manager"} {
+		if len(prom.query(`rest_client_requests_total{job="`+job+`"}`)) == 0 {
+			t.Errorf("no rest_client_requests_total from %s", job)
 		}
 	}
 }
@@ -429,10 +448,42 @@ func prometheusToken(ctx context.Context, t *testing.T, cs kubernetes.Interface)
 	return tr.Status.Token
 }
 
-// promSynthetic are the series Prometheus adds to every target.
-var promSynthetic = map[string]bool{
-	"up": true, "scrape_duration_seconds": true, "scrape_samples_scraped": true,
-	"scrape_samples_post_metric_relabeling": true, "scrape_series_added": true,
+// checkEndpointAccess GETs each URL with the admin kubeconfig's client
+// certificate, which must be answered 200, and without credentials, which
+// must be answered with the code given.
+func checkEndpointAccess(t *testing.T, cfg *rest.Config, anonymous map[string]int) {
+	t.Helper()
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(cfg.CAData) {
+		t.Fatal("the admin kubeconfig's CA does not parse")
+	}
+	cert, err := tls.X509KeyPair(cfg.CertData, cfg.KeyData)
+	if err != nil {
+		t.Fatalf("the admin kubeconfig's client certificate: %v", err)
+	}
+	for _, admin := range []bool{true, false} {
+		tc := &tls.Config{RootCAs: roots}
+		if admin {
+			tc.Certificates = []tls.Certificate{cert}
+		}
+		client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: tc}}
+		for u, code := range anonymous {
+			if admin {
+				code = http.StatusOK
+			}
+			resp, err := client.Get(u)
+			if err != nil {
+				t.Errorf("GET %s: %v", u, err)
+				continue
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != code {
+				t.Errorf("GET %s (admin %v): %d, want %d", u, admin, resp.StatusCode, code)
+			}
+		}
+		client.CloseIdleConnections()
+	}
 }
 
 // causeServerErrors makes the API server answer a read and a write with

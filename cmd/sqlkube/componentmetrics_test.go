@@ -130,7 +130,7 @@ func TestComponents_StableAndBeta(t *testing.T) {
 	}
 	api := parseFamilies(t, string(body))
 	for _, m := range append(scheduler, kcm...) {
-		if api[m.Name] {
+		if api[m.Name] != nil {
 			t.Errorf("the API server's /metrics serves %s", m.Name)
 		}
 	}

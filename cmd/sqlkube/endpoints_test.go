@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -126,7 +127,7 @@ func TestServer_ComponentEndpoints(t *testing.T) {
 	}
 	promToken, nobodyToken := token("prometheus"), token("nobody")
 
-	families := map[string]map[string]bool{} // endpoint → its families
+	families := map[string]map[string]*dto.MetricFamily{} // endpoint → its families
 	for _, ep := range []struct {
 		name string
 		port int
@@ -172,44 +173,75 @@ func TestServer_ComponentEndpoints(t *testing.T) {
 	families["kube-apiserver"] = parseFamilies(t, string(apiBody))
 
 	// Each component's families where upstream serves them, and each
-	// family on one endpoint only.
+	// series on one endpoint only: each family but client-go's
+	// rest_client_*, whose series each endpoint serves for its own
+	// component's client (by their host label).
 	want := map[string][]string{
-		"kube-apiserver":          {"apiserver_request_total", "apiserver_request_duration_seconds", "go_goroutines", "process_resident_memory_bytes"},
-		"kube-controller-manager": {"workqueue_adds_total", "workqueue_depth", "workqueue_queue_duration_seconds"},
-		"kube-scheduler":          {"scheduler_pending_pods"},
+		"kube-apiserver":          {"apiserver_request_total", "apiserver_request_duration_seconds", "go_goroutines", "process_resident_memory_bytes", "rest_client_requests_total"},
+		"kube-controller-manager": {"workqueue_adds_total", "workqueue_depth", "workqueue_queue_duration_seconds", "rest_client_requests_total"},
+		"kube-scheduler":          {"scheduler_pending_pods", "rest_client_requests_total"},
 	}
 	for ep, names := range want {
 		for _, name := range names {
-			if !families[ep][name] {
+			if families[ep][name] == nil {
 				t.Errorf("%s's endpoint does not serve %s", ep, name)
 			}
 		}
 	}
-	seen := map[string]string{}
+	// A component's endpoint serves its own client's series; the API
+	// server's every other client's of the process (its loopback's, the
+	// node's, ...).
+	componentHost := map[string]bool{"kube-controller-manager.loopback": true, "kube-scheduler.loopback": true}
+	hostOK := func(ep, host string) bool {
+		if ep == "kube-apiserver" {
+			return !componentHost[host]
+		}
+		return host == ep+".loopback"
+	}
+	hosts := map[string]bool{}
+	seenFamily, seenSeries := map[string]string{}, map[string]string{}
 	for ep, fams := range families {
 		if len(fams) == 0 {
 			t.Errorf("%s's endpoint serves no family", ep)
 		}
-		for name := range fams {
-			if other, ok := seen[name]; ok {
+		for name, mf := range fams {
+			if other, ok := seenFamily[name]; ok && !strings.HasPrefix(name, "rest_client_") {
 				t.Errorf("%s is served by %s and %s", name, other, ep)
 			}
-			seen[name] = ep
+			seenFamily[name] = ep
+			for _, m := range mf.GetMetric() {
+				key := name
+				for _, l := range m.GetLabel() {
+					key += "," + l.GetName() + "=" + l.GetValue()
+					if name == "rest_client_requests_total" && l.GetName() == "host" {
+						if !hostOK(ep, l.GetValue()) {
+							t.Errorf("%s's endpoint serves %s of host %s", ep, name, l.GetValue())
+						}
+						hosts[ep+" "+l.GetValue()] = true
+					}
+				}
+				if other, ok := seenSeries[key]; ok {
+					t.Errorf("series %s is served by %s and %s", key, other, ep)
+				}
+				seenSeries[key] = ep
+			}
+		}
+	}
+	for _, want := range []string{"kube-apiserver loopback", "kube-controller-manager kube-controller-manager.loopback", "kube-scheduler kube-scheduler.loopback"} {
+		if !hosts[want] {
+			t.Errorf("no rest_client_requests_total series of %s (have %v)", want, hosts)
 		}
 	}
 }
 
-// parseFamilies are the metric family names of a Prometheus text body.
-func parseFamilies(t *testing.T, body string) map[string]bool {
+// parseFamilies are the metric families of a Prometheus text body, by
+// name.
+func parseFamilies(t *testing.T, body string) map[string]*dto.MetricFamily {
 	t.Helper()
 	parser := expfmt.NewTextParser(model.UTF8Validation)
 	mfs, err := parser.TextToMetricFamilies(strings.NewReader(body))
 	if err != nil {
 		t.Fatalf("parsing /metrics: %v", err)
 	}
-	names := map[string]bool{}
-	for name := range mfs {
-		names[name] = true
-	}
-	return names
+	return mfs
 }

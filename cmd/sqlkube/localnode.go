@@ -135,10 +135,14 @@ func runLocalNode(ctx context.Context, f localNodeFlags, dataDir, apiURL string,
 	defer stopRuntime()
 	waitNetwork := startNodeNetwork(ctx, f, nodeNetwork{dir: nodeDir, name: name, ip: ip.String(), kubeconfig: kubeconfig}, log)
 	defer waitNetwork()
+	clientCA, err := writeKubeletClientCA(nodeDir, files.CACert, files.ClientCACert)
+	if err != nil {
+		return err
+	}
 	log.Info().Str("node", name).Str("ip", ip.String()).Msg("starting the kubelet")
 	return kubelet.Run(ctx, kubelet.Options{
 		Dir: nodeDir, NodeName: name, NodeIP: ip.String(), Kubeconfig: kubeconfig,
-		ClientCAFile: files.CACert, TLSCertFile: nodeFiles.ServingCert, TLSKeyFile: nodeFiles.ServingKey,
+		ClientCAFile: clientCA, TLSCertFile: nodeFiles.ServingCert, TLSKeyFile: nodeFiles.ServingKey,
 		RuntimeEndpoint: endpoint, ExtraArgs: f.kubeletArgs,
 		ClusterDNS: f.clusterDNS, ClusterDomain: f.clusterDomain,
 		Command: kubeletCommand(log), Log: log,
@@ -278,3 +282,29 @@ func containerdDirOf(dataDir string) string { return filepath.Join(dataDir, "con
 // cniConfDir and cniIPAMDir are under a node's directory.
 func cniConfDir(nodeDir string) string { return filepath.Join(nodeDir, "cni", "net.d") }
 func cniIPAMDir(nodeDir string) string { return filepath.Join(nodeDir, "cni", "ipam") }
+
+// writeKubeletClientCA writes the CAs whose client certificates the
+// server's own node's kubelet accepts into nodeDir: the cluster CA, which
+// signs the API server's kubelet client certificate, and the client CA,
+// which signs the admin kubeconfig's and the other users', so that the
+// admin reads the kubelet's endpoints directly as on a kubeadm cluster
+// (where one CA signs both). Written at every start, as the CAs may have
+// been rotated.
+func writeKubeletClientCA(nodeDir string, cas ...string) (string, error) {
+	var bundle []byte
+	for _, ca := range cas {
+		pem, err := os.ReadFile(ca)
+		if err != nil {
+			return "", fmt.Errorf("the kubelet's client CAs: %w", err)
+		}
+		bundle = append(bundle, pem...)
+		if len(pem) > 0 && pem[len(pem)-1] != '\n' {
+			bundle = append(bundle, '\n')
+		}
+	}
+	path := filepath.Join(nodeDir, "kubelet-client-ca.crt")
+	if err := os.WriteFile(path, bundle, 0o644); err != nil {
+		return "", fmt.Errorf("the kubelet's client CAs: %w", err)
+	}
+	return path, nil
+}
