@@ -12,6 +12,7 @@ type metrics struct {
 	current     prometheus.Gauge
 	compacted   prometheus.Gauge
 	dbSize      prometheus.Gauge
+	dbInUse     prometheus.Gauge
 	watchers    prometheus.Gauge
 	eventsSent  prometheus.Counter
 	leaseOps    *prometheus.CounterVec
@@ -44,6 +45,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		dbSize: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: "sqlkube", Subsystem: "store", Name: "db_size_bytes", Help: "Database size in bytes, as last measured.",
 		}),
+		dbInUse: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "sqlkube", Subsystem: "store", Name: "db_size_in_use_bytes",
+			Help: "How much of the database size holds data, as last measured (etcd's Status reads it; the rest is free space a defragmentation gives back; PostgreSQL reports its size).",
+		}),
 		watchers: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: "sqlkube", Subsystem: "store", Name: "watchers", Help: "Live watches.",
 		}),
@@ -75,7 +80,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		Help:    "How long a compaction took, its history removal included.",
 		Buckets: prometheus.ExponentialBuckets(0.001, 4, 10), // 1 ms … 262 s
 	})
-	m.collectors = []prometheus.Collector{m.sqlDuration, m.batchSize, m.current, m.compacted, m.dbSize, m.watchers, m.eventsSent, m.leaseOps, m.diskFull, m.reserve, m.fences, m.compactions, m.compactTime}
+	m.collectors = []prometheus.Collector{m.sqlDuration, m.batchSize, m.current, m.compacted, m.dbSize, m.dbInUse, m.watchers, m.eventsSent, m.leaseOps, m.diskFull, m.reserve, m.fences, m.compactions, m.compactTime}
 	if reg != nil {
 		for _, c := range m.collectors {
 			_ = reg.Register(c)

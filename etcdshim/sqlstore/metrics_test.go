@@ -3,6 +3,7 @@ package sqlstore_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"testing"
 
@@ -117,5 +118,44 @@ func TestMetrics_CompactionsQuotaAlarm(t *testing.T) {
 	s.SetQuotaBytes(128 << 20)
 	if q := series(t, reg, "sqlkube_store_quota_bytes", "", ""); q != 128<<20 {
 		t.Errorf("sqlkube_store_quota_bytes after SetQuotaBytes = %v, want %d", q, 128<<20)
+	}
+}
+
+// TestMetrics_SizeInUse: the size in use is reported as SizeInUse (etcd's
+// Status) last measured it, and keys deleted and compacted away free
+// what they held.
+func TestMetrics_SizeInUse(t *testing.T) {
+	ctx := context.Background()
+	reg := prometheus.NewRegistry()
+	s := openWith(t, sqlstore.Options{DSN: "sqlite://" + filepath.Join(t.TempDir(), "state.db"), Registerer: reg})
+	if v := series(t, reg, "sqlkube_store_db_size_in_use_bytes", "", ""); v != 0 {
+		t.Errorf("sqlkube_store_db_size_in_use_bytes before a measurement = %v, want 0", v)
+	}
+	value := make([]byte, 64<<10)
+	for i := range 64 {
+		if _, _, err := s.Put(ctx, sqlstore.PutRequest{Key: []byte(fmt.Sprintf("k%02d", i)), Value: value}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	full, err := s.SizeInUse(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rev, err := s.DeleteRange(ctx, sqlstore.DeleteRequest{Key: []byte("k"), End: []byte("l")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Compact(ctx, rev); err != nil {
+		t.Fatal(err)
+	}
+	inUse, err := s.SizeInUse(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := series(t, reg, "sqlkube_store_db_size_in_use_bytes", "", ""); got != float64(inUse) || inUse <= 0 {
+		t.Errorf("sqlkube_store_db_size_in_use_bytes = %v, want SizeInUse's %d (> 0)", got, inUse)
+	}
+	if inUse > full-(2<<20) {
+		t.Errorf("in use: %d bytes with 4 MiB of values, %d once they were deleted and compacted, want at least 2 MiB less", full, inUse)
 	}
 }

@@ -66,7 +66,7 @@ func (s *Store) SizeInUse(ctx context.Context) (int64, error) {
 		err = s.c.read.QueryRowContext(ctx, `SELECT (c.page_count - f.freelist_count) * p.page_size
  FROM pragma_page_count() c, pragma_freelist_count() f, pragma_page_size() p`).Scan(&n)
 	case migrations.Postgres:
-		return s.size(ctx)
+		n, err = s.size(ctx)
 	default:
 		n, err = s.mysqlStatsSize(ctx)
 		if err == nil {
@@ -79,6 +79,7 @@ func (s *Store) SizeInUse(ctx context.Context) (int64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("sqlstore: size in use: %w", err)
 	}
+	s.metrics.dbInUse.Set(float64(n))
 	return n, nil
 }
 
