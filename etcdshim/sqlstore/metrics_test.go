@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -157,5 +158,50 @@ func TestMetrics_SizeInUse(t *testing.T) {
 	}
 	if inUse > full-(2<<20) {
 		t.Errorf("in use: %d bytes with 4 MiB of values, %d once they were deleted and compacted, want at least 2 MiB less", full, inUse)
+	}
+}
+
+// TestMetrics_NotifyLag: on PostgreSQL, a store times the NOTIFY of each
+// revision it commits, until it comes back on its LISTEN connection: a
+// store of its own database (LISTEN sqlkube_revision), and a tenant of a
+// shared handle (one LISTEN for all its tenants).
+func TestMetrics_NotifyLag(t *testing.T) {
+	dsn := postgresDSN(t)
+	for _, tc := range []struct {
+		name string
+		open func(reg *prometheus.Registry) *sqlstore.Store
+	}{
+		{"own database", func(reg *prometheus.Registry) *sqlstore.Store {
+			return openWith(t, sqlstore.Options{DSN: dsn, Registerer: reg})
+		}},
+		{"shared handle", func(reg *prometheus.Registry) *sqlstore.Store {
+			h := newShared(t, dsn, sqlstore.SharedOptions{MaxConns: 2})
+			return openWith(t, sqlstore.Options{Shared: h, Tenant: provisioned(t, h, "lag"), Registerer: reg})
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			reg := prometheus.NewRegistry()
+			s := tc.open(reg)
+			const writes = 20
+			for i := range writes {
+				if _, _, err := s.Put(context.Background(), sqlstore.PutRequest{Key: []byte(fmt.Sprintf("/lag/%d", i)), Value: []byte("v")}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// Each write is a commit of its own, whose NOTIFY is timed
+			// when it comes back while the LISTEN connection is up, which
+			// it may not yet be for the first: wait for half of them.
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				n := series(t, reg, "sqlkube_store_notify_lag_seconds", "", "")
+				if n >= writes/2 && n <= writes {
+					return
+				}
+				if n > writes || time.Now().After(deadline) {
+					t.Fatalf("sqlkube_store_notify_lag_seconds has %v observations after %d commits, want about as many", n, writes)
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		})
 	}
 }

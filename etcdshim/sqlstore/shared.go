@@ -184,6 +184,8 @@ type subscriber struct {
 	rev    int64
 	leases bool
 	all    bool
+	// arrived is told of each revision notified (Store.notifyArrived).
+	arrived func(rev int64)
 }
 
 // take returns and clears what was notified since the last take.
@@ -196,6 +198,9 @@ func (s *subscriber) take() (rev int64, leases, all bool) {
 }
 
 func (s *subscriber) notify(rev int64, leases, all bool) {
+	if rev > 0 && s.arrived != nil {
+		s.arrived(rev)
+	}
 	s.mu.Lock()
 	s.rev = max(s.rev, rev)
 	s.leases = s.leases || leases
@@ -207,8 +212,8 @@ func (s *subscriber) notify(rev int64, leases, all bool) {
 	}
 }
 
-func (h *Shared) subscribe(schema string) *subscriber {
-	sub := &subscriber{wake: make(chan struct{}, 1)}
+func (h *Shared) subscribe(schema string, arrived func(rev int64)) *subscriber {
+	sub := &subscriber{wake: make(chan struct{}, 1), arrived: arrived}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.subs[schema] == nil {

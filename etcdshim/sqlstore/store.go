@@ -105,6 +105,8 @@ type Store struct {
 	d       dialect
 	log     zerolog.Logger
 	metrics *metrics
+	// notifies times this server's commits' NOTIFY (PostgreSQL).
+	notifies notifyTimes
 
 	writeCh chan *writeReq
 	hub     *hub
@@ -196,7 +198,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		s.shared = h
 		s.d.notify = `SELECT pg_notify('` + tenantChannel + `', '` + schema + ` ' || ?)`
 		s.leaseNotify = `SELECT pg_notify('` + tenantChannel + `', '` + schema + ` lease')`
-		s.sub = h.subscribe(schema)
+		s.sub = h.subscribe(schema, s.notifyArrived)
 	}
 	rev, compacted, err := s.revisions(ctx, s.c.read)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -181,8 +182,12 @@ func (s *Store) listenPostgres(ctx context.Context, notified chan<- struct{}) {
 			default:
 			}
 			for {
-				if _, err := conn.WaitForNotification(ctx); err != nil {
+				n, err := conn.WaitForNotification(ctx)
+				if err != nil {
 					return err
+				}
+				if rev, err := strconv.ParseInt(n.Payload, 10, 64); err == nil {
+					s.notifyArrived(rev)
 				}
 				select {
 				case notified <- struct{}{}:

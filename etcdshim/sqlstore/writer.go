@@ -222,7 +222,14 @@ func (s *Store) applyBatch(batch []*writeReq) ([]writeResult, error) {
 			return nil, fmt.Errorf("sqlstore: set compact revision: %w", err)
 		}
 	}
+	notified := s.d.notify != "" && a.rev != first
+	if notified {
+		s.notifies.committing(a.rev, time.Now())
+	}
 	if err := tx.Commit(); err != nil {
+		if notified {
+			s.notifies.failed(a.rev)
+		}
 		return nil, fmt.Errorf("sqlstore: commit: %w", err)
 	}
 	s.metrics.sqlDuration.WithLabelValues("write").Observe(time.Since(start).Seconds())
