@@ -22,6 +22,8 @@ type metrics struct {
 	compactions *prometheus.CounterVec
 	compactTime prometheus.Histogram
 	notifyLag   prometheus.Histogram
+	// commitDuration is the COMMIT alone, of a write transaction.
+	commitDuration prometheus.Histogram
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -86,7 +88,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		Help:    "PostgreSQL: from this server's COMMIT of a revision to its NOTIFY arriving back on this server's LISTEN connection, which wakes the watches of every server (other servers' commits are not timed here).",
 		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14), // 0.5 ms … 4 s
 	})
-	m.collectors = []prometheus.Collector{m.notifyLag, m.sqlDuration, m.batchSize, m.current, m.compacted, m.dbSize, m.dbInUse, m.watchers, m.eventsSent, m.leaseOps, m.diskFull, m.reserve, m.fences, m.compactions, m.compactTime}
+	m.commitDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Namespace: "sqlkube", Subsystem: "sql", Name: "commit_duration_seconds",
+		Help:    "The COMMIT of a write transaction alone: on SQLite (WAL, synchronous=FULL) the WAL's write and fsync; on PostgreSQL and MySQL the server's commit, its WAL flush and any synchronous replica's acknowledgement included.",
+		Buckets: prometheus.ExponentialBuckets(0.0001, 2, 18),
+	})
+	m.collectors = []prometheus.Collector{m.commitDuration, m.notifyLag, m.sqlDuration, m.batchSize, m.current, m.compacted, m.dbSize, m.dbInUse, m.watchers, m.eventsSent, m.leaseOps, m.diskFull, m.reserve, m.fences, m.compactions, m.compactTime}
 	if reg != nil {
 		for _, c := range m.collectors {
 			_ = reg.Register(c)

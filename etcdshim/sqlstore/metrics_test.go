@@ -188,6 +188,9 @@ func TestMetrics_NotifyLag(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
+			if n := series(t, reg, "sqlkube_sql_commit_duration_seconds", "", ""); n < writes {
+				t.Errorf("sqlkube_sql_commit_duration_seconds has %v observations after %d commits", n, writes)
+			}
 			// Each write is a commit of its own, whose NOTIFY is timed
 			// when it comes back while the LISTEN connection is up, which
 			// it may not yet be for the first: wait for half of them.

@@ -226,12 +226,14 @@ func (s *Store) applyBatch(batch []*writeReq) ([]writeResult, error) {
 	if notified {
 		s.notifies.committing(a.rev, time.Now())
 	}
+	committing := time.Now()
 	if err := tx.Commit(); err != nil {
 		if notified {
 			s.notifies.failed(a.rev)
 		}
 		return nil, fmt.Errorf("sqlstore: commit: %w", err)
 	}
+	s.metrics.commitDuration.Observe(time.Since(committing).Seconds())
 	s.metrics.sqlDuration.WithLabelValues("write").Observe(time.Since(start).Seconds())
 	s.metrics.batchSize.Observe(float64(len(batch)))
 	if a.rev != first || a.compacted != firstCompacted {
