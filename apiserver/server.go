@@ -148,9 +148,11 @@ type Config struct {
 	// the datastore's own retention).
 	CompactionInterval time.Duration
 	// DisableRequestMetrics turns the request metrics off
-	// (filters.RequestMetrics) and the admission metrics: only for
-	// benchmarks that measure their cost.
-	DisableRequestMetrics bool
+	// (filters.RequestMetrics: apiserver_request_*, response sizes,
+	// long-running requests, deprecated APIs), and DisableAdmissionMetrics
+	// the admission metrics (each plugin's and each step's latency): only
+	// for benchmarks that measure their cost.
+	DisableRequestMetrics, DisableAdmissionMetrics bool
 	// NoMetricsEndpoint leaves /metrics unserved: the process's metrics
 	// are every API server's in it, which one of a host's tenants must
 	// not see. Such a server neither polls its resources' object counts
@@ -380,7 +382,7 @@ func (s *Server) startAuth() error {
 	// Admission's informers are requested before the factory starts.
 	if s.api.Admission, err = admission.NewChain(admission.ChainOptions{
 		Client: client, Loopback: s.loopback, Informers: s.informers, Authorizer: s.api.Authz, Disabled: s.cfg.DisableAdmissionPlugins,
-		NoMetrics: s.cfg.DisableRequestMetrics,
+		NoMetrics: s.cfg.DisableAdmissionMetrics,
 	}, stop); err != nil {
 		close(stop)
 		return err
