@@ -246,11 +246,13 @@ func (s *server) stop(t testing.TB) {
 		return
 	}
 	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	start := time.Now()
 	select {
 	case err := <-s.done:
 		if err != nil {
 			t.Errorf("sqlkube server exited with %v after SIGTERM\n%s", err, s.stderr)
 		}
+		t.Logf("sqlkube exited %s after SIGTERM", time.Since(start).Round(100*time.Millisecond))
 	case <-time.After(stopTimeout):
 		_ = s.cmd.Process.Kill()
 		<-s.done

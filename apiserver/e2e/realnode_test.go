@@ -193,11 +193,13 @@ func (s *server) removeAllPods(t *testing.T) {
 	_, _ = s.kubectl(t, kubectl, "delete", "deployments,replicasets,replicationcontrollers,statefulsets,daemonsets,jobs,pods", "--all", "--all-namespaces", "--grace-period=1", "--wait=false")
 	// The kubelet removes a pod from the API once its containers are gone
 	// and its volumes unmounted.
-	deadline := time.Now().Add(90 * time.Second)
+	start := time.Now()
+	deadline := start.Add(90 * time.Second)
 	for {
 		pods, _ := s.kubectl(t, kubectl, "get", "pods", "--all-namespaces", "-o", "name")
 		left := s.runtimeContainers(t)
 		if strings.TrimSpace(pods) == "" && len(left) == 0 {
+			t.Logf("every pod removed in %s", time.Since(start).Round(100*time.Millisecond))
 			return
 		}
 		if time.Now().After(deadline) {
