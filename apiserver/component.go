@@ -67,7 +67,7 @@ func (s *Server) ComponentHandler(h http.Handler) http.Handler {
 // rest_client_* series of the component's own client, whose host label is
 // clientHost (RESTClientHost).
 func ComponentMetricsHandler(own func(string) bool, clientHost string) http.Handler {
-	return metricsHandler(func(family string) bool { return own(family) || strings.HasPrefix(family, "rest_client_") },
+	return metricsHandler(func(family string) bool { return own(family) || strings.HasPrefix(family, restClientPrefix) },
 		func(host string) bool { return host == clientHost }, nil)
 }
 

@@ -75,8 +75,11 @@ var apiServerPrefixes = []string{
 	// client-go's, for every client of the process; the series of an
 	// in-process component's own client (by their host label,
 	// RESTClientHost) go to that component's endpoint instead.
-	"rest_client_",
+	restClientPrefix,
 }
+
+// restClientPrefix begins client-go's request metrics' names.
+const restClientPrefix = "rest_client_"
 
 // RESTClientHost is the host of an in-process component's loopback
 // client ("http://" + RESTClientHost(component) is its rest.Config's
@@ -90,7 +93,7 @@ func RESTClientHost(component string) string { return component + ".loopback" }
 // host label host accepts ("" for the series without one, such as the
 // process-wide transport cache's; nil: all of them).
 func clientSeries(mf *dto.MetricFamily, host func(string) bool) bool {
-	if host == nil || !strings.HasPrefix(mf.GetName(), "rest_client_") {
+	if host == nil || !strings.HasPrefix(mf.GetName(), restClientPrefix) {
 		return true
 	}
 	kept := mf.Metric[:0]

@@ -122,14 +122,7 @@ type helmCLI struct {
 // skipped, or fails under CI=true.
 func helmBinary(t *testing.T, major string) *helmCLI {
 	t.Helper()
-	dir := os.Getenv("SQLKUBE_HELM_DIR")
-	if dir == "" {
-		out, err := exec.Command("go", "env", "GOPATH").Output()
-		if err != nil {
-			t.Fatalf("go env GOPATH: %v", err)
-		}
-		dir = filepath.Join(filepath.SplitList(strings.TrimSpace(string(out)))[0], "bin")
-	}
+	dir := testToolDir(t, "SQLKUBE_HELM_DIR", "")
 	p := filepath.Join(dir, "helm-"+major, "helm")
 	if !isExecutable(p) {
 		if os.Getenv("CI") == "true" {

@@ -68,14 +68,7 @@ func kubectls(t *testing.T) map[string]string {
 			}
 		}
 	}
-	dir := os.Getenv("SQLKUBE_KUBECTL_DIR")
-	if dir == "" {
-		gopath, err := exec.Command("go", "env", "GOPATH").Output()
-		if err != nil {
-			t.Fatalf("go env GOPATH: %v", err)
-		}
-		dir = filepath.Join(filepath.SplitList(strings.TrimSpace(string(gopath)))[0], "bin")
-	}
+	dir := testToolDir(t, "SQLKUBE_KUBECTL_DIR", "")
 	for _, v := range []string{"1.36", "1.37"} {
 		vp := filepath.Join(dir, "kubectl-"+v, "kubectl")
 		switch {
@@ -314,4 +307,18 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)
+}
+
+// testToolDir is where `make test-deps-*` builds a test tool: the
+// directory env names, or GOPATH/bin/sub (GOPATH/bin for sub "").
+func testToolDir(t *testing.T, env, sub string) string {
+	t.Helper()
+	if dir := os.Getenv(env); dir != "" {
+		return dir
+	}
+	out, err := exec.Command("go", "env", "GOPATH").Output()
+	if err != nil {
+		t.Fatalf("go env GOPATH: %v", err)
+	}
+	return filepath.Join(filepath.SplitList(strings.TrimSpace(string(out)))[0], "bin", sub)
 }

@@ -686,20 +686,6 @@ func startTestProcess(t *testing.T, logFile, bin string, args ...string) {
 	})
 }
 
-// testToolDir is where `make test-deps-*` builds a test tool: the
-// directory env names, or GOPATH/bin/sub.
-func testToolDir(t *testing.T, env, sub string) string {
-	t.Helper()
-	if dir := os.Getenv(env); dir != "" {
-		return dir
-	}
-	out, err := exec.Command("go", "env", "GOPATH").Output()
-	if err != nil {
-		t.Fatalf("go env GOPATH: %v", err)
-	}
-	return filepath.Join(filepath.SplitList(strings.TrimSpace(string(out)))[0], "bin", sub)
-}
-
 // requireTestTool returns path if it is an executable; else the test is
 // skipped with a line, or fails under CI=true.
 func requireTestTool(t *testing.T, path, build string) string {

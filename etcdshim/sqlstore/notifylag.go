@@ -10,7 +10,7 @@ import (
 // notification is sent at commit and may arrive before COMMIT returns),
 // until the notification comes back on its LISTEN connection
 // (sqlkube_store_notify_lag_seconds). Other servers' commits are not
-// timed: their commit times are not known here. At most maxPending
+// timed: their commit times are not known here. At most maxPendingNotifies
 // revisions wait; a notification that never comes (its LISTEN connection
 // was down) is forgotten when the map is full.
 type notifyTimes struct {

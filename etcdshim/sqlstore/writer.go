@@ -223,10 +223,10 @@ func (s *Store) applyBatch(batch []*writeReq) ([]writeResult, error) {
 		}
 	}
 	notified := s.d.notify != "" && a.rev != first
-	if notified {
-		s.notifies.committing(a.rev, time.Now())
-	}
 	committing := time.Now()
+	if notified {
+		s.notifies.committing(a.rev, committing)
+	}
 	if err := tx.Commit(); err != nil {
 		if notified {
 			s.notifies.failed(a.rev)
