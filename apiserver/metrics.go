@@ -2,6 +2,7 @@ package apiserver
 
 import (
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 
@@ -22,6 +23,7 @@ import (
 	// kubernetes_build_info, registered by the package's init.
 	_ "k8s.io/component-base/metrics/prometheus/version"
 
+	"github.com/sqlkube/sqlkube/apiserver/admission"
 	"github.com/sqlkube/sqlkube/apiserver/registry"
 	"github.com/sqlkube/sqlkube/apiserver/subresources"
 )
@@ -143,6 +145,16 @@ func (g ownedGatherer) Gather() ([]*dto.MetricFamily, error) {
 	return kept, err
 }
 
+// processMetrics are the process-wide registry's families, except those
+// the admission chain records in a registry of its own (admission.Registry:
+// the same names, which Kubernetes' package registers in legacyregistry
+// but this process never observes there), and that registry's.
+var processMetrics prometheus.Gatherer = prometheus.Gatherers{
+	ownedGatherer{Gatherer: legacyregistry.DefaultGatherer,
+		own: func(family string) bool { return !slices.Contains(admission.OwnedFamilies(), family) }},
+	admission.Registry,
+}
+
 // featureMetrics records kubernetes_feature_enabled, as kube-apiserver
 // does at start (once per process: the gates are process-wide).
 var featureMetrics sync.Once
@@ -156,7 +168,7 @@ func metricsHandler(own, host func(string) bool, more prometheus.Gatherer) http.
 	if own == nil {
 		own = APIServerOwns
 	}
-	var g prometheus.Gatherer = ownedGatherer{legacyregistry.DefaultGatherer, own, host}
+	var g prometheus.Gatherer = ownedGatherer{processMetrics, own, host}
 	if more != nil {
 		g = prometheus.Gatherers{g, more}
 	}

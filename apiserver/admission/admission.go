@@ -11,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apiserver/pkg/admission"
-	admissionmetrics "k8s.io/apiserver/pkg/admission/metrics"
 	"k8s.io/apiserver/pkg/admission/plugin/namespace/lifecycle"
 	policymutating "k8s.io/apiserver/pkg/admission/plugin/policy/mutating"
 	policyvalidating "k8s.io/apiserver/pkg/admission/plugin/policy/validating"
@@ -197,10 +196,10 @@ func NewChain(opts ChainOptions, stop <-chan struct{}) (admission.Interface, err
 	// As kube-apiserver: each plugin is timed
 	// (apiserver_admission_controller_admission_duration_seconds), and so
 	// is each step, admit then validate, of the whole chain
-	// (apiserver_admission_step_admission_duration_seconds); the webhook
-	// plugins time each webhook themselves
-	// (apiserver_admission_webhook_admission_duration_seconds).
-	var decorator admission.Decorator = admission.DecoratorFunc(admissionmetrics.WithControllerMetrics)
+	// (apiserver_admission_step_admission_duration_seconds), with the
+	// series kept (metrics.go); the webhook plugins time each webhook
+	// themselves (apiserver_admission_webhook_admission_duration_seconds).
+	var decorator admission.Decorator = admission.DecoratorFunc(withControllerMetrics)
 	if opts.NoMetrics {
 		decorator = nil
 	}
@@ -211,7 +210,7 @@ func NewChain(opts ChainOptions, stop <-chan struct{}) (admission.Interface, err
 	if opts.NoMetrics {
 		return chain, nil
 	}
-	return admissionmetrics.WithStepMetrics(chain), nil
+	return withStepMetrics(chain), nil
 }
 
 // NewObjectInterfaces are the schemes the plugins convert and default
