@@ -40,11 +40,7 @@ func TestRealNode_Join(t *testing.T) {
 	removePods := func() {
 		// Pods go first, while the node still runs to remove them.
 		s.removeAllPods(t)
-		waitFor(t, 90*time.Second, "the joined node's runtime to be empty", func() bool {
-			// A node that has stopped has no runtime left to ask.
-			ids, err := containersIn(filepath.Join(agentDir, "containerd"))
-			return err != nil || len(ids) == 0
-		})
+		clearRuntime(t, filepath.Join(agentDir, "containerd"))
 	}
 	t.Cleanup(removePods)
 	// runOnSecondNode runs pod name on e2e-second, printing msg, until Ready.

@@ -238,11 +238,7 @@ func TestRealNode_Network(t *testing.T) {
 	t.Cleanup(func() {
 		// Pods go first, while the node still runs to remove them.
 		s.removeAllPods(t)
-		waitFor(t, 90*time.Second, "the joined node's runtime to be empty", func() bool {
-			// A node that has stopped has no runtime left to ask.
-			ids, err := containersIn(filepath.Join(agentDir, "containerd"))
-			return err != nil || len(ids) == 0
-		})
+		clearRuntime(t, filepath.Join(agentDir, "containerd"))
 	})
 	for _, n := range []string{"net-a", "net-b"} {
 		s.waitKubectl(t, k, "True", "get", "node", n, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)

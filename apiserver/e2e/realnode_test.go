@@ -28,6 +28,7 @@ import (
 	"github.com/sqlkube/sqlkube/node/kubelet"
 	"github.com/sqlkube/sqlkube/node/mounts"
 	"github.com/sqlkube/sqlkube/node/podnet"
+	"github.com/sqlkube/sqlkube/node/reset"
 )
 
 // testImage is the image the real-node tests run: Debian's static busybox
@@ -182,8 +183,9 @@ func containersIn(dir string) ([]string, error) {
 	return strings.Fields(string(out)), nil
 }
 
-// removeAllPods deletes every pod in every namespace and waits until the
-// runtime has no container left.
+// removeAllPods deletes every pod in every namespace, waits until the
+// API has none, then removes what the runtime keeps of them and waits
+// until it has no container left.
 func (s *server) removeAllPods(t *testing.T) {
 	t.Helper()
 	if s.cmd.ProcessState != nil {
@@ -191,23 +193,44 @@ func (s *server) removeAllPods(t *testing.T) {
 	}
 	kubectl := kubectlPath(t)
 	_, _ = s.kubectl(t, kubectl, "delete", "deployments,replicasets,replicationcontrollers,statefulsets,daemonsets,jobs,pods", "--all", "--all-namespaces", "--grace-period=1", "--wait=false")
-	// The kubelet removes a pod from the API once its containers are gone
-	// and its volumes unmounted.
+	// The kubelet removes a pod from the API once its containers have
+	// stopped and its volumes are unmounted.
 	start := time.Now()
 	deadline := start.Add(90 * time.Second)
 	for {
 		pods, _ := s.kubectl(t, kubectl, "get", "pods", "--all-namespaces", "-o", "name")
-		left := s.runtimeContainers(t)
-		if strings.TrimSpace(pods) == "" && len(left) == 0 {
-			t.Logf("every pod removed in %s", time.Since(start).Round(100*time.Millisecond))
-			return
+		if strings.TrimSpace(pods) == "" {
+			break
 		}
 		if time.Now().After(deadline) {
-			t.Errorf("left behind: pods %q, containers %v", pods, left)
+			t.Errorf("left behind in the API: pods %q", pods)
 			return
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+	t.Logf("every pod removed from the API in %s", time.Since(start).Round(100*time.Millisecond))
+	clearRuntime(t, filepath.Join(s.dataDir, "containerd"))
+}
+
+// clearRuntime removes what the runtime of the node whose containerd runs
+// in dir keeps of deleted pods, and waits until it lists no container (a
+// node that has stopped has none). The stopped containers and sandboxes
+// of deleted pods stay there until the kubelet's garbage collection, once
+// a minute, removes them; this removes them now, as it would.
+func clearRuntime(t *testing.T, dir string) {
+	t.Helper()
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	removed, err := reset.RemoveSandboxes(ctx, containerd.Socket(dir))
+	if err != nil {
+		t.Error(err)
+	}
+	waitFor(t, 90*time.Second, "the runtime to have no container", func() bool {
+		ids, err := containersIn(dir)
+		return err != nil || len(ids) == 0
+	})
+	t.Logf("%d pod sandboxes removed from the runtime, which has no container left after %s", len(removed), time.Since(start).Round(100*time.Millisecond))
 }
 
 // cleanUpNode removes what a stopped node whose data directory is dataDir

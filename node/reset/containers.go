@@ -172,6 +172,15 @@ func under(path, dir string) bool {
 	return path == dir || strings.HasPrefix(path, strings.TrimSuffix(dir, "/")+"/")
 }
 
+// RemoveSandboxes stops and removes every pod sandbox of the CRI runtime
+// at socket, with their containers and networks, as the kubelet's
+// garbage collection removes a deleted pod's (once a minute), and
+// returns their names. A runtime that does not answer has none.
+func RemoveSandboxes(ctx context.Context, socket string) ([]string, error) {
+	removed, _, err := removeSandboxesCRI(ctx, socket)
+	return removed, err
+}
+
 // removeSandboxesCRI stops and removes every pod sandbox (and with it its
 // containers and its network) of the CRI runtime at socket, when it
 // answers: the runtime's own way, which tears the pods' network down
