@@ -17,22 +17,37 @@ import (
 	bootstrapapi "k8s.io/cluster-bootstrap/token/api"
 )
 
+// ClusterInfoClientCAKey is the key of kube-public/cluster-info that
+// holds the client CA, which signs the admin kubeconfig's certificate and
+// the other users': a joined node's kubelet trusts it beside the cluster
+// CA, as the server's own node does, so that the admin reads its
+// endpoints directly. Not signed, unlike the kubeconfig: a node reads it
+// only over a connection it verifies with the cluster CA.
+const ClusterInfoClientCAKey = "client-ca.crt"
+
 // ensureClusterInfo publishes where the cluster is, as kubeadm does, for
 // nodes that join with a bootstrap token: the ConfigMap kube-public/
 // cluster-info holding a kubeconfig with the API's URL and the cluster CA
-// (the bootstrap-signer controller signs it with each signing token), and
-// the Role and RoleBinding that let anyone read it, without credentials.
-func ensureClusterInfo(ctx context.Context, cfg *rest.Config, url, caFile string) error {
+// (the bootstrap-signer controller signs it with each signing token) and
+// the client CA (ClusterInfoClientCAKey), and the Role and RoleBinding
+// that let anyone read it, without credentials.
+func ensureClusterInfo(ctx context.Context, cfg *rest.Config, url, caFile, clientCAFile string) error {
 	ca, err := os.ReadFile(caFile)
 	if err != nil {
 		return err
 	}
+	clientCA, err := os.ReadFile(clientCAFile)
+	if err != nil {
+		return err
+	}
+	want := map[string]string{ClusterInfoClientCAKey: string(clientCA)}
 	kc := clientcmdapi.NewConfig()
 	kc.Clusters[""] = &clientcmdapi.Cluster{Server: url, CertificateAuthorityData: ca}
 	data, err := clientcmd.Write(*kc)
 	if err != nil {
 		return err
 	}
+	want[bootstrapapi.KubeConfigKey] = string(data)
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return err
@@ -60,20 +75,26 @@ func ensureClusterInfo(ctx context.Context, cfg *rest.Config, url, caFile string
 		case apierrors.IsNotFound(err):
 			cm = &corev1.ConfigMap{
 				ObjectMeta: metav1.ObjectMeta{Name: bootstrapapi.ConfigMapClusterInfo, Namespace: ns},
-				Data:       map[string]string{bootstrapapi.KubeConfigKey: string(data)},
+				Data:       want,
 			}
 			_, err = cs.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{})
 			return err == nil, nil
 		case err != nil:
 			return false, nil
-		case cm.Data[bootstrapapi.KubeConfigKey] == string(data):
-			return true, nil
 		}
-		// The URL or CA changed: the signer re-signs it.
 		if cm.Data == nil {
 			cm.Data = map[string]string{}
 		}
-		cm.Data[bootstrapapi.KubeConfigKey] = string(data)
+		changed := false
+		for k, v := range want {
+			if cm.Data[k] != v {
+				cm.Data[k], changed = v, true
+			}
+		}
+		if !changed {
+			return true, nil
+		}
+		// The URL or a CA changed: the signer re-signs the kubeconfig.
 		_, err = cs.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{})
 		return err == nil, nil
 	})

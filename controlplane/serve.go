@@ -243,7 +243,7 @@ func Serve(ctx context.Context, f *Config, client *kubernetes.Client, storageDes
 	}
 	clusterURL := "https://" + net.JoinHostPort(advertise.String(), strconv.Itoa(port))
 	background.Go(func() {
-		if err := ensureClusterInfo(bgCtx, api.Loopback(), clusterURL, files.CACert); err != nil && bgCtx.Err() == nil {
+		if err := ensureClusterInfo(bgCtx, api.Loopback(), clusterURL, files.CACert, files.ClientCACert); err != nil && bgCtx.Err() == nil {
 			log.Warn().Err(err).Msg("could not publish kube-public/cluster-info: nodes cannot join with a bootstrap token")
 		}
 	})

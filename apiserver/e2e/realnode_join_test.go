@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -9,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"k8s.io/client-go/tools/clientcmd"
 )
 
 // TestRealNode_Join: a second node joins with a bootstrap token as kubeadm's
@@ -67,6 +70,19 @@ spec:
 		return strings.Contains(csrs, "kubernetes.io/kube-apiserver-client-kubelet system:bootstrap:") &&
 			strings.Contains(csrs, "kubernetes.io/kubelet-serving system:node:e2e-second Approved")
 	})
+	// The admin's client certificate reads the joined kubelet's
+	// endpoints, as the server's own node's: the node trusts the client
+	// CA too, which it read from cluster-info. Anonymous callers get 401.
+	admin, err := clientcmd.BuildConfigFromFlags("", s.kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkKubeletAccess := func() {
+		t.Helper()
+		ip := s.mustKubectl(t, k, "get", "node", "e2e-second", "-o", `jsonpath={.status.addresses[?(@.type=="InternalIP")].address}`)
+		checkEndpointAccess(t, admin, map[string]int{"https://" + net.JoinHostPort(ip, strconv.Itoa(port)) + "/metrics": http.StatusUnauthorized})
+	}
+	checkKubeletAccess()
 	if out, err := exec.Command(sqlkubeBin, "images", "import", "--data-dir", agentDir, writeTestImage(t)).CombinedOutput(); err != nil {
 		t.Fatalf("images import into the joined node: %v\n%s", err, out)
 	}
@@ -99,6 +115,7 @@ spec:
 	a = startAgent(t, "", append([]string{"--kubeconfig", credFile}, common...)...)
 	t.Cleanup(removePods) // before this agent stops
 	runOnSecondNode("joined-again", "with a kubeconfig")
+	checkKubeletAccess()
 	s.waitKubectl(t, k, "with a kubeconfig", "logs", "joined-again")
 	if out := strings.TrimSpace(s.mustKubectl(t, k, "exec", "joined", "--", "hostname")); out != "joined" {
 		t.Errorf("exec on the second node after its restart with --kubeconfig: %q\n%s", out, a.logs.String())

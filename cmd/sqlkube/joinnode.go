@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -14,7 +15,10 @@ import (
 
 	"github.com/rs/zerolog"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	certutil "k8s.io/client-go/util/cert"
@@ -23,6 +27,7 @@ import (
 	bootstraputil "k8s.io/cluster-bootstrap/token/util"
 	"k8s.io/kubernetes/cmd/kubeadm/app/util/pubkeypin"
 
+	"github.com/sqlkube/sqlkube/controlplane"
 	"github.com/sqlkube/sqlkube/node/containerd"
 	"github.com/sqlkube/sqlkube/node/kubelet"
 )
@@ -67,6 +72,7 @@ func runJoinedNode(ctx context.Context, f joinFlags, kubeconfigPath string, extr
 		ExtraArgs: append(extraKubeletArgs, f.kubeletArgs...),
 	}
 	var caPEM []byte
+	server := f.server
 	switch {
 	case kubeconfigPath != "":
 		cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfigPath)
@@ -78,7 +84,7 @@ func runJoinedNode(ctx context.Context, f joinFlags, kubeconfigPath string, extr
 				return err
 			}
 		}
-		o.Kubeconfig = kubeconfigPath
+		o.Kubeconfig, server = kubeconfigPath, cfg.Host
 	case f.server != "" && f.token != "":
 		if caPEM, err = discoverCluster(ctx, f.server, f.token, f.caCertHash, log); err != nil {
 			return err
@@ -94,7 +100,16 @@ func runJoinedNode(ctx context.Context, f joinFlags, kubeconfigPath string, extr
 	if len(caPEM) == 0 {
 		return errors.New("no cluster CA: the kubeconfig names none")
 	}
-	if err := os.WriteFile(o.ClientCAFile, caPEM, 0o644); err != nil {
+	// The kubelet trusts the cluster CA's client certificates (the API
+	// server's) and, as the server's own node, the client CA's (the
+	// admin's), which cluster-info publishes.
+	trusted := caPEM
+	if clientCA, err := fetchClientCA(ctx, server, caPEM); err != nil {
+		log.Warn().Err(err).Msg("the kubelet trusts only the cluster CA's client certificates, not the admin's (read its endpoints through nodes/proxy)")
+	} else {
+		trusted = bytes.Join([][]byte{bytes.TrimRight(caPEM, "\n"), clientCA}, []byte("\n"))
+	}
+	if err := os.WriteFile(o.ClientCAFile, trusted, 0o644); err != nil {
 		return err
 	}
 	var rt containerd.Runtime
@@ -199,6 +214,28 @@ func discoverCluster(ctx context.Context, server, token string, caHashes []strin
 		return c.CertificateAuthorityData, nil
 	}
 	return nil, errors.New("cluster-info holds no cluster")
+}
+
+// fetchClientCA reads the client CA from kube-public/cluster-info
+// (controlplane.ClusterInfoClientCAKey) without credentials, over a
+// connection verified with the cluster CA ca.
+func fetchClientCA(ctx context.Context, server string, ca []byte) ([]byte, error) {
+	cs, err := kubernetes.NewForConfig(&rest.Config{Host: server, TLSClientConfig: rest.TLSClientConfig{CAData: ca}, Timeout: 10 * time.Second})
+	if err != nil {
+		return nil, err
+	}
+	cm, err := cs.CoreV1().ConfigMaps(metav1.NamespacePublic).Get(ctx, bootstrapapi.ConfigMapClusterInfo, metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("the client CA: %w", err)
+	}
+	pem := []byte(cm.Data[controlplane.ClusterInfoClientCAKey])
+	if len(pem) == 0 {
+		return nil, fmt.Errorf("the client CA: cluster-info has no %s", controlplane.ClusterInfoClientCAKey)
+	}
+	if _, err := certutil.ParseCertsPEM(pem); err != nil {
+		return nil, fmt.Errorf("the client CA in cluster-info: %w", err)
+	}
+	return pem, nil
 }
 
 func writeBootstrapKubeconfig(path, server string, ca []byte, token string) error {
