@@ -105,36 +105,14 @@ func BackupToUnstructured(b *Backup) (*unstructured.Unstructured, error) {
 // BackupCRD is the TenantBackup CustomResourceDefinition the host
 // installs.
 func BackupCRD() *apiextensionsv1.CustomResourceDefinition {
-	yes := true
-	return &apiextensionsv1.CustomResourceDefinition{
-		ObjectMeta: metav1.ObjectMeta{Name: BackupResource + "." + Group},
-		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
-			Group: Group,
-			Scope: apiextensionsv1.ClusterScoped,
-			Names: apiextensionsv1.CustomResourceDefinitionNames{
-				Plural: BackupResource, Singular: "tenantbackup", Kind: BackupKind, ListKind: BackupKind + "List", ShortNames: []string{"tntb"},
-			},
-			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{
-				Name: Version, Served: true, Storage: true,
-				Subresources: &apiextensionsv1.CustomResourceSubresources{Status: &apiextensionsv1.CustomResourceSubresourceStatus{}},
-				AdditionalPrinterColumns: []apiextensionsv1.CustomResourceColumnDefinition{
-					{Name: "Tenant", Type: "string", JSONPath: ".spec.tenant"},
-					{Name: "Phase", Type: "string", JSONPath: ".status.phase"},
-					{Name: "Revision", Type: "integer", JSONPath: ".status.revision"},
-					{Name: "Size", Type: "integer", JSONPath: ".status.size"},
-					{Name: "Age", Type: "date", JSONPath: ".metadata.creationTimestamp"},
-				},
-				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
-					Type: "object",
-					Properties: map[string]apiextensionsv1.JSONSchemaProps{
-						"apiVersion": {Type: "string"}, "kind": {Type: "string"}, "metadata": {Type: "object"},
-						"spec": {Type: "object", Required: []string{"tenant"}, Properties: map[string]apiextensionsv1.JSONSchemaProps{
-							"tenant": {Type: "string", MinLength: new(int64(1)), Description: "the Tenant to back up"},
-						}},
-						"status": {Type: "object", XPreserveUnknownFields: &yes},
-					},
-				}},
-			}},
-		},
-	}
+	return clusterCRD(apiextensionsv1.CustomResourceDefinitionNames{
+		Plural: BackupResource, Singular: "tenantbackup", Kind: BackupKind, ListKind: BackupKind + "List", ShortNames: []string{"tntb"},
+	}, []apiextensionsv1.CustomResourceColumnDefinition{
+		{Name: "Tenant", Type: "string", JSONPath: ".spec.tenant"},
+		{Name: "Phase", Type: "string", JSONPath: ".status.phase"},
+		{Name: "Revision", Type: "integer", JSONPath: ".status.revision"},
+		{Name: "Size", Type: "integer", JSONPath: ".status.size"},
+	}, apiextensionsv1.JSONSchemaProps{Type: "object", Required: []string{"tenant"}, Properties: map[string]apiextensionsv1.JSONSchemaProps{
+		"tenant": {Type: "string", MinLength: new(int64(1)), Description: "the Tenant to back up"},
+	}})
 }

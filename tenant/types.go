@@ -170,42 +170,49 @@ func CRD() *apiextensionsv1.CustomResourceDefinition {
 	str := func(desc string) apiextensionsv1.JSONSchemaProps {
 		return apiextensionsv1.JSONSchemaProps{Type: "string", Description: desc}
 	}
+	return clusterCRD(apiextensionsv1.CustomResourceDefinitionNames{
+		Plural: Resource, Singular: "tenant", Kind: Kind, ListKind: Kind + "List", ShortNames: []string{"tnt"},
+	}, []apiextensionsv1.CustomResourceColumnDefinition{
+		{Name: "Phase", Type: "string", JSONPath: ".status.phase"},
+		{Name: "Endpoint", Type: "string", JSONPath: ".status.endpoint"},
+		{Name: "Datastore", Type: "string", JSONPath: ".status.datastore"},
+		{Name: "Suspended", Type: "boolean", JSONPath: ".spec.suspended"},
+	}, apiextensionsv1.JSONSchemaProps{Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{
+		"version":   str("Kubernetes version (empty: the host's)"),
+		"datastore": str("where the tenant's data is kept (empty: the host's default)"),
+		"quota": {XIntOrString: true, AnyOf: []apiextensionsv1.JSONSchemaProps{{Type: "integer"}, {Type: "string"}},
+			Pattern:     `^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$`,
+			Description: "datastore quota in bytes (empty: the host's default)"},
+		"suspended": {Type: "boolean", Description: "suspend: memory and connections freed, data kept"},
+		"restoreFrom": {Type: "object", Description: "on a new tenant: fill it from a backup (one of backup, file)",
+			Properties: map[string]apiextensionsv1.JSONSchemaProps{
+				"backup": str("a Completed TenantBackup's name"),
+				"file":   str("a backup file on the host's machine (absolute path)"),
+			}},
+	}})
+}
+
+// clusterCRD is a cluster-scoped resource of the tenant API group, served
+// and stored in Version with a status subresource: names, its printer
+// columns (an Age column is added) and its spec's schema; its status is
+// kept as written.
+func clusterCRD(names apiextensionsv1.CustomResourceDefinitionNames, columns []apiextensionsv1.CustomResourceColumnDefinition, spec apiextensionsv1.JSONSchemaProps) *apiextensionsv1.CustomResourceDefinition {
 	yes := true
 	return &apiextensionsv1.CustomResourceDefinition{
-		ObjectMeta: metav1.ObjectMeta{Name: Resource + "." + Group},
+		ObjectMeta: metav1.ObjectMeta{Name: names.Plural + "." + Group},
 		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
 			Group: Group,
 			Scope: apiextensionsv1.ClusterScoped,
-			Names: apiextensionsv1.CustomResourceDefinitionNames{
-				Plural: Resource, Singular: "tenant", Kind: Kind, ListKind: Kind + "List", ShortNames: []string{"tnt"},
-			},
+			Names: names,
 			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{
 				Name: Version, Served: true, Storage: true,
-				Subresources: &apiextensionsv1.CustomResourceSubresources{Status: &apiextensionsv1.CustomResourceSubresourceStatus{}},
-				AdditionalPrinterColumns: []apiextensionsv1.CustomResourceColumnDefinition{
-					{Name: "Phase", Type: "string", JSONPath: ".status.phase"},
-					{Name: "Endpoint", Type: "string", JSONPath: ".status.endpoint"},
-					{Name: "Datastore", Type: "string", JSONPath: ".status.datastore"},
-					{Name: "Suspended", Type: "boolean", JSONPath: ".spec.suspended"},
-					{Name: "Age", Type: "date", JSONPath: ".metadata.creationTimestamp"},
-				},
+				Subresources:             &apiextensionsv1.CustomResourceSubresources{Status: &apiextensionsv1.CustomResourceSubresourceStatus{}},
+				AdditionalPrinterColumns: append(columns, apiextensionsv1.CustomResourceColumnDefinition{Name: "Age", Type: "date", JSONPath: ".metadata.creationTimestamp"}),
 				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
 					Type: "object",
 					Properties: map[string]apiextensionsv1.JSONSchemaProps{
 						"apiVersion": {Type: "string"}, "kind": {Type: "string"}, "metadata": {Type: "object"},
-						"spec": {Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{
-							"version":   str("Kubernetes version (empty: the host's)"),
-							"datastore": str("where the tenant's data is kept (empty: the host's default)"),
-							"quota": {XIntOrString: true, AnyOf: []apiextensionsv1.JSONSchemaProps{{Type: "integer"}, {Type: "string"}},
-								Pattern:     `^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$`,
-								Description: "datastore quota in bytes (empty: the host's default)"},
-							"suspended": {Type: "boolean", Description: "suspend: memory and connections freed, data kept"},
-							"restoreFrom": {Type: "object", Description: "on a new tenant: fill it from a backup (one of backup, file)",
-								Properties: map[string]apiextensionsv1.JSONSchemaProps{
-									"backup": str("a Completed TenantBackup's name"),
-									"file":   str("a backup file on the host's machine (absolute path)"),
-								}},
-						}},
+						"spec":   spec,
 						"status": {Type: "object", XPreserveUnknownFields: &yes},
 					},
 				}},
