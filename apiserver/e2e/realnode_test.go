@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -23,6 +22,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/sqlkube/sqlkube/internal/testport"
 	"github.com/sqlkube/sqlkube/node/containerd"
 	"github.com/sqlkube/sqlkube/node/images"
 	"github.com/sqlkube/sqlkube/node/kubelet"
@@ -95,15 +95,7 @@ func writeBusyboxImage(t *testing.T, name string, extra ...images.File) string {
 }
 
 // freePort asks the OS for a free TCP port.
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
+func freePort(t *testing.T) int { return testport.Free(t) }
 
 // startNodeServer starts `sqlkube server` with its host's node (kubelet and
 // containerd), waits for the node to be Ready and imports testImage. At

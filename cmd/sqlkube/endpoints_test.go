@@ -6,7 +6,6 @@ import (
 	"crypto/x509"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"strconv"
@@ -23,19 +22,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/sqlkube/sqlkube/internal/testport"
 )
 
 // freeTCPPort is a port the OS says is free now (the test's own
 // components' endpoints: upstream's fixed ports may be taken).
-func freeTCPPort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
+func freeTCPPort(t *testing.T) int { return testport.Free(t) }
 
 // TestServer_ComponentEndpoints checks the in-process controller manager's
 // and scheduler's own HTTPS endpoints, as kube-controller-manager's

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/sqlkube/sqlkube/internal/testbin"
+	"github.com/sqlkube/sqlkube/internal/testport"
 	"io"
 	"net"
 	"os"
@@ -132,19 +133,7 @@ type serverConfig struct {
 
 // freePort returns a port that was free a moment ago. Another process may
 // take it before sqlkube binds it; startServer retries then.
-func freePort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("pick a port: %v", err)
-	}
-	defer l.Close()
-	_, port, err := net.SplitHostPort(l.Addr().String())
-	if err != nil {
-		t.Fatalf("pick a port: %v", err)
-	}
-	return port
-}
+func freePort(t *testing.T) string { return strconv.Itoa(testport.Free(t)) }
 
 // startServer runs `sqlkube etcd` on dsn and a free port, waits until
 // etcdctl finds it healthy, and stops it when the test ends (asserting a

@@ -17,6 +17,7 @@ import (
 	"k8s.io/kubernetes/pkg/features"
 
 	"github.com/sqlkube/sqlkube/internal/testlog"
+	"github.com/sqlkube/sqlkube/internal/testport"
 )
 
 func TestServer_Configuration(t *testing.T) {
@@ -155,15 +156,7 @@ func TestWriteOptions_RoundTrip(t *testing.T) {
 }
 
 // freePort is a port nothing listens on now.
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
+func freePort(t *testing.T) int { return testport.Free(t) }
 
 // TestRun_StartsTheKubeletAgain: the kubelet's child gets its Options
 // from the file Run names; when it ends as the kubelet ends its process
