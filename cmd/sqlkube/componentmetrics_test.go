@@ -3,12 +3,10 @@ package main
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"io"
 	"maps"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -141,23 +139,7 @@ func TestComponents_StableAndBeta(t *testing.T) {
 // of cfg.
 func componentScraper(t *testing.T, cfg *rest.Config) func(port int, path string) map[string]*dto.MetricFamily {
 	t.Helper()
-	roots := x509.NewCertPool()
-	ca := cfg.TLSClientConfig.CAData
-	if len(ca) == 0 {
-		var err error
-		if ca, err = os.ReadFile(cfg.TLSClientConfig.CAFile); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if !roots.AppendCertsFromPEM(ca) {
-		t.Fatal("the admin kubeconfig has no CA")
-	}
-	cert, err := tls.LoadX509KeyPair(cfg.TLSClientConfig.CertFile, cfg.TLSClientConfig.KeyFile)
-	if err != nil {
-		if cert, err = tls.X509KeyPair(cfg.TLSClientConfig.CertData, cfg.TLSClientConfig.KeyData); err != nil {
-			t.Fatalf("the admin kubeconfig's client certificate: %v", err)
-		}
-	}
+	roots, cert := adminTLS(t, cfg)
 	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
 		TLSClientConfig: &tls.Config{RootCAs: roots, Certificates: []tls.Certificate{cert}},
 	}}

@@ -22,6 +22,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/sqlkube/sqlkube/internal/testport"
 )
@@ -29,6 +30,26 @@ import (
 // freeTCPPort is a port the OS says is free now (the test's own
 // components' endpoints: upstream's fixed ports may be taken).
 func freeTCPPort(t *testing.T) int { return testport.Free(t) }
+
+// adminTLS is the cluster CA and the client certificate of the admin
+// kubeconfig cfg, inline or in files.
+func adminTLS(t *testing.T, cfg *rest.Config) (*x509.CertPool, tls.Certificate) {
+	t.Helper()
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(cfg.TLSClientConfig.CAData) {
+		ca, err := os.ReadFile(cfg.TLSClientConfig.CAFile)
+		if err != nil || !roots.AppendCertsFromPEM(ca) {
+			t.Fatalf("the admin kubeconfig's CA: %v", err)
+		}
+	}
+	cert, err := tls.LoadX509KeyPair(cfg.TLSClientConfig.CertFile, cfg.TLSClientConfig.KeyFile)
+	if err != nil {
+		if cert, err = tls.X509KeyPair(cfg.TLSClientConfig.CertData, cfg.TLSClientConfig.KeyData); err != nil {
+			t.Fatalf("the admin kubeconfig's client certificate: %v", err)
+		}
+	}
+	return roots, cert
+}
 
 // TestServer_ComponentEndpoints checks the in-process controller manager's
 // and scheduler's own HTTPS endpoints, as kube-controller-manager's
@@ -45,20 +66,7 @@ func TestServer_ComponentEndpoints(t *testing.T) {
 	cs := kubernetes.NewForConfigOrDie(cfg)
 	ctx := context.Background()
 
-	roots := x509.NewCertPool()
-	if !roots.AppendCertsFromPEM(cfg.TLSClientConfig.CAData) {
-		ca, err := os.ReadFile(cfg.TLSClientConfig.CAFile)
-		if err != nil || !roots.AppendCertsFromPEM(ca) {
-			t.Fatalf("the admin kubeconfig's CA: %v", err)
-		}
-	}
-	adminCert, err := tls.LoadX509KeyPair(cfg.TLSClientConfig.CertFile, cfg.TLSClientConfig.KeyFile)
-	if err != nil {
-		adminCert, err = tls.X509KeyPair(cfg.TLSClientConfig.CertData, cfg.TLSClientConfig.KeyData)
-		if err != nil {
-			t.Fatalf("the admin kubeconfig's client certificate: %v", err)
-		}
-	}
+	roots, adminCert := adminTLS(t, cfg)
 	// get fetches path from the endpoint on port, verifying its
 	// certificate with the cluster CA, as certs (a client certificate)
 	// or token say.
