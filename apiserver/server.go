@@ -150,8 +150,9 @@ type Config struct {
 	// DisableRequestMetrics turns the request metrics off
 	// (filters.RequestMetrics: apiserver_request_*, response sizes,
 	// long-running requests, deprecated APIs), and DisableAdmissionMetrics
-	// the admission metrics (each plugin's and each step's latency): only
-	// for benchmarks that measure their cost.
+	// the admission metrics (each plugin's and each step's latency): for
+	// a server whose figures would land in another's process-wide series
+	// (a host's tenant) and for benchmarks that measure their cost.
 	DisableRequestMetrics, DisableAdmissionMetrics bool
 	// NoMetricsEndpoint leaves /metrics unserved: the process's metrics
 	// are every API server's in it, which one of a host's tenants must

@@ -75,7 +75,10 @@ type Config struct {
 	// FakeNodes simulated nodes run in-process (with Components only).
 	FakeNodes int
 	// NoMetrics leaves the API's /metrics unserved (a host's tenants:
-	// the process's metrics would show them each other's).
+	// the process's metrics would show them each other's), and its
+	// requests and admissions out of Kubernetes' process-wide request and
+	// admission metrics, which the host's /metrics serves as its own API's
+	// (the host counts each tenant's requests under its own label).
 	NoMetrics bool
 	// WatchCacheBookmarkTick is apiserver.Config's (0: upstream's second;
 	// a host's tenants, many idle in one process, tick less).

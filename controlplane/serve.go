@@ -106,6 +106,7 @@ func Serve(ctx context.Context, f *Config, client *kubernetes.Client, storageDes
 		ProxyClientCertFile: files.FrontProxyClientCert, ProxyClientKeyFile: files.FrontProxyClientKey,
 		RequestHeaderCAFile: files.FrontProxyCACert, RequestHeaderAllowedNames: []string{pki.FrontProxyClientName},
 		ClientCAFile: clientCAFile, NoMetricsEndpoint: f.NoMetrics,
+		DisableRequestMetrics: f.NoMetrics, DisableAdmissionMetrics: f.NoMetrics,
 		Metrics: f.Metrics, ReadyzChecks: f.ReadyzChecks,
 		WatchCacheBookmarkTick: f.WatchCacheBookmarkTick,
 	}

@@ -233,6 +233,19 @@ func testTenantLifecycle(t *testing.T, hostArgs []string, txns func() int64) {
 			t.Errorf("the host's /metrics has no %s (its pools: %v)", want, pools)
 		}
 	}
+	// Kubernetes' request metrics there are the host's own API's: its
+	// Tenant creates are counted, the tenant's 404 above is not.
+	var hostTenantCreates, tenant404 bool
+	for _, line := range strings.Split(string(body), "\n") {
+		if !strings.HasPrefix(line, "apiserver_request_total{") {
+			continue
+		}
+		hostTenantCreates = hostTenantCreates || strings.Contains(line, `resource="tenants"`) && strings.Contains(line, `verb="POST"`)
+		tenant404 = tenant404 || strings.Contains(line, `code="404"`) && strings.Contains(line, `subresource="/metrics"`)
+	}
+	if !hostTenantCreates || tenant404 {
+		t.Errorf("the host's apiserver_request_total: its own Tenant creates counted %v (want true), a tenant's 404 on /metrics counted %v (want false)", hostTenantCreates, tenant404)
+	}
 	// Each is a cluster of its own.
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "only-in-a"}, Data: map[string]string{"k": "v"}}
 	if _, err := a.CoreV1().ConfigMaps("default").Create(ctx, cm, metav1.CreateOptions{}); err != nil {
