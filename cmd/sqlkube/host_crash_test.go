@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -23,6 +25,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+	certutil "k8s.io/client-go/util/cert"
 
 	"github.com/sqlkube/sqlkube/bench/cluster"
 	"github.com/sqlkube/sqlkube/etcdshim/sqlstore/sqltest"
@@ -237,6 +240,10 @@ func checkTenantServes(t *testing.T, h *crashHost, name string) {
 	if !hasString(tn.Finalizers, tenant.Finalizer) {
 		t.Errorf("tenant %s: finalizers %v, want %s", name, tn.Finalizers, tenant.Finalizer)
 	}
+	// What checkTenantGone looks for on a deleted tenant's port.
+	if _, ok := h.tenantCert(t, net.JoinHostPort("127.0.0.1", strconv.Itoa(tn.Status.Port))); !ok {
+		t.Errorf("tenant %s's port %d serves no certificate of its own", name, tn.Status.Port)
+	}
 	secrets := h.cs.CoreV1().Secrets(tenant.Namespace)
 	if _, err := secrets.Get(ctx, name+"-token", metav1.GetOptions{}); err != nil {
 		t.Errorf("tenant %s's token Secret: %v", name, err)
@@ -304,11 +311,48 @@ func checkTenantGone(t *testing.T, h *crashHost, name string, port int) {
 		}
 	}
 	if port != 0 {
-		if c, err := net.DialTimeout("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), 5*time.Second); err == nil {
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		if c, err := net.DialTimeout("tcp", addr, 5*time.Second); err == nil {
 			c.Close()
-			t.Errorf("tenant %s's port %d still takes connections", name, port)
+			// The OS may have given the freed port to one of the
+			// restarted host's own listeners, which ask for port 0 too:
+			// that one is not the tenant's if it is not a TLS server
+			// with a certificate of its own CA.
+			if subject, ok := h.tenantCert(t, addr); ok {
+				t.Errorf("tenant %s's port %d still takes connections, with a certificate for %q", name, port, subject)
+			}
 		}
 	}
+}
+
+// tenantCert reports whether addr serves TLS with a certificate that the
+// host's CA did not sign (a tenant's), and its subject.
+func (h *crashHost) tenantCert(t *testing.T, addr string) (string, bool) {
+	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(h.dir, "kubeconfig"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca := cfg.CAData
+	if len(ca) == 0 {
+		if ca, err = os.ReadFile(cfg.CAFile); err != nil {
+			t.Fatal(err)
+		}
+	}
+	roots, err := certutil.NewPoolFromBytes(ca)
+	if err != nil {
+		t.Fatalf("the host's CA: %v", err)
+	}
+	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", addr, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // verified below, without a name
+	if err != nil {
+		return "", false
+	}
+	defer conn.Close()
+	leaf := conn.ConnectionState().PeerCertificates[0]
+	if _, err := leaf.Verify(x509.VerifyOptions{Roots: roots}); err == nil {
+		return "", false
+	}
+	return leaf.Subject.String(), true
 }
 
 // pgTenantObjects reports whether tenant name's schema and role exist
