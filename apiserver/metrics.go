@@ -2,7 +2,6 @@ package apiserver
 
 import (
 	"net/http"
-	"slices"
 	"strings"
 	"sync"
 
@@ -151,7 +150,7 @@ func (g ownedGatherer) Gather() ([]*dto.MetricFamily, error) {
 // but this process never observes there), and that registry's.
 var processMetrics prometheus.Gatherer = prometheus.Gatherers{
 	ownedGatherer{Gatherer: legacyregistry.DefaultGatherer,
-		own: func(family string) bool { return !slices.Contains(admission.OwnedFamilies(), family) }},
+		own: func(family string) bool { return !admission.Owns(family) }},
 	admission.Registry,
 }
 

@@ -27,7 +27,7 @@ import (
 // legacyregistry, where Kubernetes' package has registered its own under
 // the same names: those are never observed (this chain does not use that
 // package's decorators), so they never appear; the API server's /metrics
-// serves Registry's instead (OwnedFamilies). The webhook plugins still
+// serves Registry's instead (Owns). The webhook plugins still
 // record apiserver_admission_webhook_* through Kubernetes' package.
 var (
 	// Registry holds the admission chain's latency families.
@@ -60,13 +60,9 @@ func init() {
 	Registry.MustRegister(stepLatency, stepSummary, controllerLatency)
 }
 
-// OwnedFamilies are the family names Registry serves.
-func OwnedFamilies() []string {
-	return []string{
-		"apiserver_admission_step_admission_duration_seconds",
-		"apiserver_admission_step_admission_duration_seconds_summary",
-		"apiserver_admission_controller_admission_duration_seconds",
-	}
+// Owns reports whether Registry serves the metric family name.
+func Owns(family string) bool {
+	return family == stepLatency.FQName() || family == stepSummary.FQName() || family == controllerLatency.FQName()
 }
 
 // The steps and operations a series is kept for: every operation

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -107,7 +106,7 @@ func runJoinedNode(ctx context.Context, f joinFlags, kubeconfigPath string, extr
 	if clientCA, err := fetchClientCA(ctx, server, caPEM); err != nil {
 		log.Warn().Err(err).Msg("the kubelet trusts only the cluster CA's client certificates, not the admin's (read its endpoints through nodes/proxy)")
 	} else {
-		trusted = bytes.Join([][]byte{bytes.TrimRight(caPEM, "\n"), clientCA}, []byte("\n"))
+		trusted = pemBundle(caPEM, clientCA)
 	}
 	if err := os.WriteFile(o.ClientCAFile, trusted, 0o644); err != nil {
 		return err

@@ -283,6 +283,19 @@ func containerdDirOf(dataDir string) string { return filepath.Join(dataDir, "con
 func cniConfDir(nodeDir string) string { return filepath.Join(nodeDir, "cni", "net.d") }
 func cniIPAMDir(nodeDir string) string { return filepath.Join(nodeDir, "cni", "ipam") }
 
+// pemBundle is the PEM documents one after another, each ending in a
+// newline.
+func pemBundle(pems ...[]byte) []byte {
+	var bundle []byte
+	for _, pem := range pems {
+		bundle = append(bundle, pem...)
+		if len(pem) > 0 && pem[len(pem)-1] != '\n' {
+			bundle = append(bundle, '\n')
+		}
+	}
+	return bundle
+}
+
 // writeKubeletClientCA writes the CAs whose client certificates the
 // server's own node's kubelet accepts into nodeDir: the cluster CA, which
 // signs the API server's kubelet client certificate, and the client CA,
@@ -291,19 +304,16 @@ func cniIPAMDir(nodeDir string) string { return filepath.Join(nodeDir, "cni", "i
 // (where one CA signs both). Written at every start, as the CAs may have
 // been rotated.
 func writeKubeletClientCA(nodeDir string, cas ...string) (string, error) {
-	var bundle []byte
+	var pems [][]byte
 	for _, ca := range cas {
 		pem, err := os.ReadFile(ca)
 		if err != nil {
 			return "", fmt.Errorf("the kubelet's client CAs: %w", err)
 		}
-		bundle = append(bundle, pem...)
-		if len(pem) > 0 && pem[len(pem)-1] != '\n' {
-			bundle = append(bundle, '\n')
-		}
+		pems = append(pems, pem)
 	}
 	path := filepath.Join(nodeDir, "kubelet-client-ca.crt")
-	if err := os.WriteFile(path, bundle, 0o644); err != nil {
+	if err := os.WriteFile(path, pemBundle(pems...), 0o644); err != nil {
 		return "", fmt.Errorf("the kubelet's client CAs: %w", err)
 	}
 	return path, nil
