@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# report.sh VERSION STARTED REPORTS RUNDIR [COMMIT] prints docs/conformance.md from
+# report.sh VERSION STARTED REPORTS RUNDIR [COMMIT [TARGET]] prints docs/conformance.md from
 # the JUnit reports ginkgo wrote under REPORTS (the parallel and the
 # serial pass): Kubernetes version, sqlkube commit, machine, date, wall
 # time, passed/failed/skipped counts, and each failure with the command
 # that runs it again. COMMIT is the sqlkube commit the run built (run.sh
 # reads it at the start; the checkout may move on while the suite runs);
-# without it, the checkout's.
+# without it, the checkout's. TARGET says what the cluster was when it is
+# not `sqlkube server` (TENANT=1: a tenant of a host).
 set -euo pipefail
 version=$1 started=$2 reports=$3
 if [ -n "${5:-}" ]; then
@@ -15,9 +16,9 @@ else
   dirty=$(git status --porcelain 2>/dev/null | grep -q . && echo " (with uncommitted changes)" || true)
 fi
 wall=$(( $(date -u +%s) - started ))
-python3 - "$reports" "$version" "$commit$dirty" "$wall" <<'PY'
+python3 - "$reports" "$version" "$commit$dirty" "$wall" "${6:-}" <<'PY'
 import glob, os, platform, sys, xml.etree.ElementTree as ET, datetime
-reports, version, commit, wall = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+reports, version, commit, wall, target = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
 # Each pass reports every spec of the suite, the other pass's as skipped:
 # a test counts once, as failed if it failed, passed if it passed, and
 # skipped only if no pass ran it.
@@ -47,6 +48,8 @@ print("two-node sqlkube cluster on one host, offline. This page is written by th
 print("| | |\n|---|---|")
 print(f"| Kubernetes | {version} |")
 print(f"| sqlkube commit | {commit} |")
+if target:
+    print(f"| cluster | {target} |")
 print(f"| machine | {os.cpu_count()} × {cpu}, {mem} GiB, Linux {platform.release()} |")
 print(f"| date | {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC |")
 print(f"| wall time | {wall // 3600} h {wall % 3600 // 60} min |")

@@ -20,6 +20,15 @@
 #      test failed;
 #   5. removes the nodes, their namespaces and everything they imported.
 #
+# With TENANT=1 the cluster is a tenant of `sqlkube host` instead (issue
+# 42's acceptance): the host runs in the first namespace with its tenants
+# in a PostgreSQL database of their own on this host's server (reached
+# over its Unix socket), IDLE_TENANTS idle tenants beside the one under
+# test, and both nodes join that tenant with its bootstrap token.
+#
+#   TENANT=1 run the suite against a tenant of a host
+#   IDLE_TENANTS  idle tenants beside it (default 20)
+#   PGHOST   PostgreSQL's socket directory (default /var/run/postgresql)
 #   PROCS    parallel ginkgo processes (default 4)
 #   FOCUS    ginkgo focus regexp (default \[Conformance\])
 #   KEEP=1   leave the cluster running at the end (for debugging)
@@ -53,6 +62,13 @@ nsB=sqkc-$id-b
 ipA=$subnet.2
 ipB=$subnet.3
 pids=()
+# TENANT=1: the host's directory and database, the tenants' names (their
+# PostgreSQL roles are the server's: names of this run's own).
+tenant=${TENANT:-}
+pgsock=${PGHOST:-/var/run/postgresql}
+db=sqkc_$id
+nodeA=$run/server
+[ "$tenant" = 1 ] && nodeA=$run/node-a
 
 cleanup() {
   local rc=$?
@@ -69,12 +85,18 @@ cleanup() {
   # kubelet's and kube-proxy's rules of the namespace it runs in, whoever
   # wrote them (docs/reset.md), and in this host's they may be another
   # node's.
-  for pair in "$nsA:$run/server" "$nsB:$run/node"; do
+  for pair in "$nsA:$nodeA" "$nsB:$run/node"; do
     ns=${pair%%:*} dir=${pair#*:}
     [ -d "$dir" ] && [ -e "/run/netns/$ns" ] && nsenter --net="/run/netns/$ns" -- "$sqlkube" reset --data-dir "$dir" --purge >&2 || true
   done
   for ns in "$nsA" "$nsB" "$lan"; do ip netns del "$ns" 2>/dev/null || true; done
   ip link del "sqkc${id}t" 2>/dev/null || true
+  if [ "$tenant" = 1 ]; then
+    psql -h "$pgsock" -U postgres -qc "DROP DATABASE IF EXISTS $db WITH (FORCE)" >&2 || true
+    for role in $(psql -h "$pgsock" -U postgres -Atc "SELECT rolname FROM pg_roles WHERE rolname LIKE 'tenant%$id%'" 2>/dev/null); do
+      psql -h "$pgsock" -U postgres -qc "DROP ROLE \"$role\"" >&2 || true
+    done
+  fi
   rm -rf "$run"
   exit $rc
 }
@@ -131,20 +153,47 @@ for host in $(./conformance/images/build.sh --list | awk '{ sub("/.*", "", $2); 
 done
 echo "conformance: registry $registry serves $(ls "$imagedir"/*.tar | wc -l) archives for $(ls "$registries" | tr '\n' ' ')" >&2
 
-# The server and its host node.
 mkdir -p "$run/server" "$run/node"
-nsenter --net="/run/netns/$nsA" -- "$sqlkube" server --data-dir "$run/server" --node-name conformance-a --node-ip "$ipA" \
-  --bind-address "$ipA" --registry-config-dir "$registries" --log-format json >"$run/server.log" 2>&1 &
-pids+=($!)
-export KUBECONFIG=$run/server/kubeconfig
-for _ in $(seq 1 120); do
-  [ -f "$KUBECONFIG" ] && "$bin/kubectl" get --raw /readyz >/dev/null 2>&1 && break
-  sleep 1
-done
-"$bin/kubectl" get --raw /readyz >/dev/null
+waitReady() {
+  for _ in $(seq 1 120); do
+    [ -f "$KUBECONFIG" ] && "$bin/kubectl" get --raw /readyz >/dev/null 2>&1 && break
+    sleep 1
+  done
+  "$bin/kubectl" get --raw /readyz >/dev/null
+}
+if [ "$tenant" = 1 ]; then
+  # The host, its tenants in a database of their own, the tenant under
+  # test beside the idle ones, and its first node beside the host.
+  psql -h "$pgsock" -U postgres -qc "CREATE DATABASE $db" >&2
+  nsenter --net="/run/netns/$nsA" -- "$sqlkube" host --data-dir "$run/server" --bind-address "$ipA" \
+    --tenant-bind-address "$ipA" --advertise-address "$ipA" \
+    --tenant-datastore "postgres://postgres@/$db?host=$pgsock" --log-format json >"$run/server.log" 2>&1 &
+  pids+=($!)
+  export KUBECONFIG=$run/server/kubeconfig
+  waitReady
+  for i in $(seq 1 "${IDLE_TENANTS:-20}"); do
+    "$sqlkube" tenant create "idle-$id-$i" --data-dir "$run/server" --out "$run/idle-$i.kubeconfig" >&2
+  done
+  "$sqlkube" tenant create "conformance-$id" --data-dir "$run/server" --out "$run/tenant.kubeconfig" >&2
+  "$sqlkube" tenant list --data-dir "$run/server" >&2
+  export KUBECONFIG=$run/tenant.kubeconfig
+  waitReady
+  mkdir -p "$nodeA"
+  read -r -a join <<<"$("$sqlkube" token create --kubeconfig "$KUBECONFIG" --print-join-command)"
+  nsenter --net="/run/netns/$nsA" -- "$sqlkube" node "${join[@]:2}" --data-dir "$nodeA" --node-name conformance-a --node-ip "$ipA" \
+    --registry-config-dir "$registries" --log-format json >"$run/node-a.log" 2>&1 &
+  pids+=($!)
+else
+  # The server and its host node.
+  nsenter --net="/run/netns/$nsA" -- "$sqlkube" server --data-dir "$run/server" --node-name conformance-a --node-ip "$ipA" \
+    --bind-address "$ipA" --registry-config-dir "$registries" --log-format json >"$run/server.log" 2>&1 &
+  pids+=($!)
+  export KUBECONFIG=$run/server/kubeconfig
+  waitReady
+  read -r -a join <<<"$(nsenter --net="/run/netns/$nsA" -- "$sqlkube" token create --data-dir "$run/server" --print-join-command)"
+fi
 
 # The second node, joined with a bootstrap token.
-read -r -a join <<<"$(nsenter --net="/run/netns/$nsA" -- "$sqlkube" token create --data-dir "$run/server" --print-join-command)"
 nsenter --net="/run/netns/$nsB" -- "$sqlkube" node "${join[@]:2}" --data-dir "$run/node" --node-name conformance-b --node-ip "$ipB" \
   --registry-config-dir "$registries" --log-format json >"$run/node.log" 2>&1 &
 pids+=($!)
@@ -156,7 +205,7 @@ done
 "$bin/kubectl" wait --for=condition=Ready node/conformance-a node/conformance-b --timeout=300s >&2
 
 # The images, into both nodes' containerd.
-"$sqlkube" images import --data-dir "$run/server" "$imagedir"/*.tar >&2
+"$sqlkube" images import --data-dir "$nodeA" "$imagedir"/*.tar >&2
 "$sqlkube" images import --data-dir "$run/node" "$imagedir"/*.tar >&2
 
 # The suite: parallel tests, then serial ones; JUnit reports merged by
@@ -171,6 +220,8 @@ rc=0
 "$bin/ginkgo" --focus="\[Serial\].*$FOCUS|$FOCUS.*\[Serial\]" --timeout=24h --no-color \
   "$bin/e2e.test" -- "${common[@]}" "$reports/serial" >"$run/serial.log" 2>&1 || rc=1
 
-./conformance/report.sh "$version" "$started" "$reports" "$run" "$commit" >docs/conformance.md
+target=
+[ "$tenant" = 1 ] && target="a tenant of \`sqlkube host\`, its data on PostgreSQL, beside ${IDLE_TENANTS:-20} idle tenants; both nodes joined to it"
+./conformance/report.sh "$version" "$started" "$reports" "$run" "$commit" "$target" >docs/conformance.md
 echo "conformance: report in docs/conformance.md" >&2
 exit $rc

@@ -4,15 +4,23 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"slices"
 	"time"
 
 	"github.com/rs/zerolog"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
 
 	"github.com/sqlkube/sqlkube/clusterdns"
+	"github.com/sqlkube/sqlkube/node/fake"
 )
 
 // DNSConfig configures the cluster DNS each API server runs (CoreDNS,
@@ -29,6 +37,11 @@ type DNSConfig struct {
 	Domain    string
 	Port      int
 	Upstreams []string
+	// AwaitNode: serve only once the cluster has a Node that is not
+	// simulated (a host's tenants: names matter to pods on real nodes,
+	// and an idle tenant with none keeps no DNS, its informers and its
+	// Lease renewals).
+	AwaitNode bool
 }
 
 // serviceIP is --cluster-dns, or the tenth address of the service range.
@@ -75,6 +88,23 @@ func (f *DNSConfig) listenAddress(advertise net.IP) (net.IP, error) {
 	return ip, nil
 }
 
+// awaitRealNode returns once the cluster has a Node that is not one of
+// the simulated ones (node/fake's label), watching the Nodes through
+// the API's watch cache: no periodic reads of the datastore.
+func awaitRealNode(ctx context.Context, cs kubernetes.Interface) error {
+	isReal := func(o any) bool {
+		n, ok := o.(*corev1.Node)
+		return ok && n.Labels[fake.LabelType] != fake.LabelTypeValue
+	}
+	lw := cache.NewListWatchFromClient(cs.CoreV1().RESTClient(), "nodes", metav1.NamespaceAll, fields.Everything())
+	_, err := watchtools.UntilWithSync(ctx, lw, &corev1.Node{}, func(store cache.Store) (bool, error) {
+		return slices.ContainsFunc(store.List(), isReal), nil
+	}, func(ev watch.Event) (bool, error) {
+		return (ev.Type == watch.Added || ev.Type == watch.Modified) && isReal(ev.Object), nil
+	})
+	return err
+}
+
 // runClusterDNS serves DNS at its listenAddress (CoreDNS reading the cluster over
 // loopback as the coredns service account) and keeps this server among
 // the kube-dns Service's endpoints, until ctx ends. A server that cannot
@@ -89,6 +119,14 @@ func runClusterDNS(ctx context.Context, f DNSConfig, serviceIP, advertise net.IP
 	if err != nil {
 		log.Error().Err(err).Msg("no cluster DNS")
 		return
+	}
+	if f.AwaitNode {
+		if err := awaitRealNode(ctx, cs); err != nil {
+			if ctx.Err() == nil {
+				log.Error().Err(err).Msg("no cluster DNS: waiting for a node")
+			}
+			return
+		}
 	}
 	// kube-system and RBAC come from the server's bootstrap; retry until
 	// they are there, and until the authorizer has seen CoreDNS's

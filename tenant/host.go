@@ -53,6 +53,15 @@ type HostConfig struct {
 	// PortMin and PortMax bound the tenants' API ports; both 0: any free
 	// port the system gives (tests), kept in the tenant's status.
 	PortMin, PortMax int
+	// DNSPortMin and DNSPortMax bound the ports of the tenants' cluster
+	// DNS (UDP and TCP), at the same offset as their API ports' (a
+	// tenant on PortMin+i answers DNS on DNSPortMin+i); both 0: a port
+	// the system gives. Each tenant serves DNS on the advertised address
+	// once it has a Node that is not simulated; the kube-dns Service
+	// sends its pods there.
+	DNSPortMin, DNSPortMax int
+	// DisableDNS: tenants serve no cluster DNS.
+	DisableDNS bool
 	// QuotaBytes is a tenant's datastore quota unless its spec gives one
 	// (0: the store's default).
 	QuotaBytes int64
@@ -119,8 +128,10 @@ type Host struct {
 // slot is a tenant this host runs or holds suspended.
 type slot struct {
 	port int
-	in   *instance     // running (nil: suspended or stopped)
-	wake *wakeListener // suspended, holding the port
+	// dnsPort is where its DNS answers while it runs (0: none).
+	dnsPort int
+	in      *instance     // running (nil: suspended or stopped)
+	wake    *wakeListener // suspended, holding the port
 	// woken is set when a request woke the tenant and the host has not
 	// yet seen its spec resumed.
 	woken bool
@@ -144,6 +155,14 @@ type slot struct {
 func NewHost(cfg HostConfig, rc *rest.Config) (*Host, error) {
 	if (cfg.PortMin != 0 || cfg.PortMax != 0) && (cfg.PortMin <= 0 || cfg.PortMax < cfg.PortMin) {
 		return nil, fmt.Errorf("tenant port range %d-%d is empty", cfg.PortMin, cfg.PortMax)
+	}
+	if !cfg.DisableDNS && (cfg.DNSPortMin != 0 || cfg.DNSPortMax != 0) {
+		if cfg.DNSPortMin <= 0 || cfg.DNSPortMax < cfg.DNSPortMin {
+			return nil, fmt.Errorf("tenant DNS port range %d-%d is empty", cfg.DNSPortMin, cfg.DNSPortMax)
+		}
+		if cfg.PortMin == 0 || cfg.DNSPortMax-cfg.DNSPortMin < cfg.PortMax-cfg.PortMin {
+			return nil, fmt.Errorf("tenant DNS port range %d-%d: want one as long as the API ports' %d-%d", cfg.DNSPortMin, cfg.DNSPortMax, cfg.PortMin, cfg.PortMax)
+		}
 	}
 	if cfg.EndpointHost == "" {
 		cfg.EndpointHost = "127.0.0.1"
@@ -489,9 +508,13 @@ func (h *Host) reconcile(ctx context.Context, name string) (time.Duration, error
 	if err != nil {
 		return 0, err
 	}
+	h.mu.Lock()
+	dnsPort := sl.dnsPort
+	h.mu.Unlock()
 	return 0, h.setStatus(ctx, t, func(s *Status) {
 		s.Phase, s.Message, s.KubeconfigSecret = PhaseReady, msg, secret
 		s.Endpoint = h.endpoint(t.Status.Port)
+		s.DNSPort = dnsPort
 		s.QuotaBytes = quota
 	})
 }
@@ -601,6 +624,33 @@ func (h *Host) allocatePort(name string) (int, error) {
 	return 0, fmt.Errorf("no free port in the host's tenant range %d-%d", h.cfg.PortMin, h.cfg.PortMax)
 }
 
+// dnsPort is where the tenant on API port port answers DNS: the same
+// offset into the DNS range, or with no range a port free on both UDP
+// and TCP.
+func (h *Host) dnsPort(port int) (int, error) {
+	if h.cfg.DNSPortMin != 0 {
+		if p := h.cfg.DNSPortMin + port - h.cfg.PortMin; port >= h.cfg.PortMin && p <= h.cfg.DNSPortMax {
+			return p, nil
+		}
+		return 0, fmt.Errorf("its API port %d is outside the host's range %d-%d, so it has no DNS port in %d-%d", port, h.cfg.PortMin, h.cfg.PortMax, h.cfg.DNSPortMin, h.cfg.DNSPortMax)
+	}
+	// Free on every address: the DNS listens on the advertised one.
+	for range 20 {
+		l, err := net.Listen("tcp", ":0")
+		if err != nil {
+			return 0, err
+		}
+		p := l.Addr().(*net.TCPAddr).Port
+		u, err := net.ListenPacket("udp", ":"+strconv.Itoa(p))
+		l.Close()
+		if err == nil {
+			u.Close()
+			return p, nil
+		}
+	}
+	return 0, errors.New("no port free on both UDP and TCP for the tenant's DNS")
+}
+
 // listen opens sl's port.
 func (h *Host) listen(sl *slot) (net.Listener, error) {
 	return net.Listen("tcp", net.JoinHostPort(h.cfg.BindAddress, strconv.Itoa(sl.port)))
@@ -706,7 +756,15 @@ func (h *Host) start(ctx context.Context, t *Tenant, sl *slot, token string, l n
 	cfg.TLSSANs = []string{h.cfg.EndpointHost}
 	cfg.KubeconfigServer = h.endpoint(sl.port)
 	cfg.Token, cfg.RandomToken = token, true
-	cfg.DNS.Disable = true // TODO(tenants): a DNS port per tenant
+	sl.dnsPort = 0
+	if cfg.DNS.Disable = h.cfg.DisableDNS; !cfg.DNS.Disable {
+		port, err := h.dnsPort(sl.port)
+		if err != nil {
+			h.cfg.Log.Warn().Err(err).Str("tenant", t.Name).Msg("the tenant serves no cluster DNS")
+		}
+		cfg.DNS.Disable = err != nil
+		cfg.DNS.Port, cfg.DNS.AwaitNode, sl.dnsPort = port, true, port
+	}
 	// Kubernetes' metrics are the process's: a tenant's /metrics would
 	// show every tenant's requests and resources. Off until the host
 	// serves per-tenant figures.

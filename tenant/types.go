@@ -113,6 +113,9 @@ type Status struct {
 	// URL.
 	Port     int    `json:"port,omitempty"`
 	Endpoint string `json:"endpoint,omitempty"`
+	// DNSPort is where its cluster DNS answers, UDP and TCP, on the
+	// host's advertised address (once it has a real node; 0: none).
+	DNSPort int `json:"dnsPort,omitempty"`
 	// KubeconfigSecret names the Secret (in Namespace) holding the admin
 	// kubeconfig, key "kubeconfig".
 	KubeconfigSecret string `json:"kubeconfigSecret,omitempty"`

@@ -31,6 +31,8 @@ type hostFlags struct {
 	bindAddress string
 	securePort  int
 	tenantPorts string
+	dnsPorts    string
+	disableDNS  bool
 	tenantBind  string
 	tenantHost  string
 	advertise   string
@@ -72,6 +74,8 @@ func newHostCommand(lf *logFlags) *cobra.Command {
 	fl.StringVar(&f.bindAddress, "bind-address", "127.0.0.1", "address of the host's API")
 	fl.IntVar(&f.securePort, "secure-port", 6443, "port of the host's API (0: any free port)")
 	fl.StringVar(&f.tenantPorts, "tenant-ports", "7000-7999", "ports tenants' APIs take, one each (MIN-MAX; 0: any free port)")
+	fl.StringVar(&f.dnsPorts, "tenant-dns-ports", "", "ports tenants' cluster DNS takes on --advertise-address, UDP and TCP, at the offset of their API ports (MIN-MAX, as long as --tenant-ports; 0: any free port; default: --tenant-ports' range 1000 higher). A tenant serves DNS once it has a node that is not simulated")
+	fl.BoolVar(&f.disableDNS, "disable-tenant-dns", false, "tenants serve no cluster DNS")
 	fl.StringVar(&f.tenantBind, "tenant-bind-address", controlplane.DefaultBindAddress, "address tenants' APIs listen on")
 	fl.StringVar(&f.tenantHost, "tenant-endpoint-host", "", "host name or address in tenants' endpoints and kubeconfigs (default: the loopback address when --tenant-bind-address is every address)")
 	fl.StringVar(&f.advertise, "advertise-address", "", "address tenants' kubernetes Services name, which their pods reach them at (default: the host's)")
@@ -100,7 +104,7 @@ func parseTenantDatastore(s string) (name, dsn string) {
 	return "", s
 }
 
-func parsePortRange(s string) (int, int, error) {
+func parsePortRange(flag, s string) (int, int, error) {
 	if s == "0" {
 		return 0, 0, nil
 	}
@@ -108,15 +112,26 @@ func parsePortRange(s string) (int, int, error) {
 	a, err1 := strconv.Atoi(lo)
 	b, err2 := strconv.Atoi(hi)
 	if !ok || err1 != nil || err2 != nil || a <= 0 || b < a || b > 65535 {
-		return 0, 0, fmt.Errorf("--tenant-ports %q: want MIN-MAX, 1-65535", s)
+		return 0, 0, fmt.Errorf("%s %q: want MIN-MAX, 1-65535", flag, s)
 	}
 	return a, b, nil
 }
 
 func runHost(ctx context.Context, f *hostFlags, log zerolog.Logger, out io.Writer) error {
-	pmin, pmax, err := parsePortRange(f.tenantPorts)
+	pmin, pmax, err := parsePortRange("--tenant-ports", f.tenantPorts)
 	if err != nil {
 		return err
+	}
+	dmin, dmax := 0, 0
+	switch {
+	case f.dnsPorts != "":
+		if dmin, dmax, err = parsePortRange("--tenant-dns-ports", f.dnsPorts); err != nil {
+			return err
+		}
+	case pmin != 0:
+		if dmin, dmax = pmin+1000, pmax+1000; dmax > 65535 {
+			return fmt.Errorf("--tenant-ports %s: give --tenant-dns-ports (the default, 1000 higher, passes 65535)", f.tenantPorts)
+		}
 	}
 	if f.pprof != "" {
 		stopPprof, err := servePprof(f.pprof)
@@ -158,7 +173,7 @@ func runHost(ctx context.Context, f *hostFlags, log zerolog.Logger, out io.Write
 	hostLog := log.With().Str("component", "tenant-host").Logger()
 	hcfg := tenant.HostConfig{
 		DataDir: f.dataDir, BindAddress: f.tenantBind, EndpointHost: f.tenantHost, Advertise: f.advertise,
-		PortMin: pmin, PortMax: pmax, QuotaBytes: f.quota, Log: hostLog, FakeNodes: f.fakeNodes,
+		PortMin: pmin, PortMax: pmax, DNSPortMin: dmin, DNSPortMax: dmax, DisableDNS: f.disableDNS, QuotaBytes: f.quota, Log: hostLog, FakeNodes: f.fakeNodes,
 		Metrics: tenant.NewMetrics(), DefaultDatastore: f.defaultDS, BackupDir: f.backupDir,
 	}
 	seen := map[string]string{} // database -> the datastore that names it
