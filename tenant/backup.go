@@ -35,7 +35,9 @@ func (h *Host) backupFile(name string) string {
 // backups queue; it returns its HasSynced.
 func (h *Host) watchBackups(factory dynamicinformer.DynamicSharedInformerFactory) (cache.InformerSynced, error) {
 	inf := factory.ForResource(BackupGVR)
+	h.mu.Lock()
 	h.backupsLister = inf.Lister()
+	h.mu.Unlock()
 	enqueue := func(obj any) {
 		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
 			h.backups.Add(key)
@@ -75,6 +77,9 @@ func (h *Host) getBackup(name string) (*Backup, error) {
 // reconcileBackup makes TenantBackup name's file, once, or deletes it
 // with the TenantBackup.
 func (h *Host) reconcileBackup(ctx context.Context, name string) (time.Duration, error) {
+	if !h.leading.Load() {
+		return 0, nil // the leading host's (requeueAll when this one leads)
+	}
 	b, err := h.getBackup(name)
 	if err != nil || b == nil {
 		return 0, err

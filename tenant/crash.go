@@ -53,3 +53,13 @@ func crashPoint(step, name string) {
 		time.Sleep(time.Hour)
 	}
 }
+
+// StaleStandbyEnv, set to "1" in a host's environment, makes the host,
+// while it stands by (standby), go on serving a tenant it serves
+// whatever the leading host does to it: a standby that has not seen the
+// change yet (cut off from the host API, say), for tests of the fence
+// that keeps such a host's writes out of a tenant's moved data.
+const StaleStandbyEnv = "SQLKUBE_TEST_STALE_STANDBY"
+
+// staleStandby is StaleStandbyEnv, read once.
+var staleStandby = os.Getenv(StaleStandbyEnv) == "1"

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -83,7 +84,11 @@ type HostConfig struct {
 	BackupDir string
 	// Metrics, if set, gets the per-tenant figures (NewMetrics).
 	Metrics *Metrics
-	Log     zerolog.Logger
+	// Identity is this host's in the election of LeaseName ("": a new
+	// one each run). A host started again with the identity it had takes
+	// its Lease back at once, not after the Lease's 15 s.
+	Identity string
+	Log      zerolog.Logger
 }
 
 // LeaseName is the host's Lease, in kube-system of the host's own API:
@@ -107,6 +112,11 @@ type Host struct {
 	// components runs every tenant's controller manager and scheduler
 	// while this host holds LeaseName (Run).
 	components *election.Gate
+	// leading is set while this host holds LeaseName: it alone changes
+	// tenants (create, suspend, move, delete, their status); another
+	// host on the same host datastore serves the Ready ones beside it
+	// (standby).
+	leading atomic.Bool
 
 	// stores are the datastores by name; defaultStore names the default.
 	stores       map[string]*Datastore
@@ -270,9 +280,11 @@ func (h *Host) Run(ctx context.Context) error {
 	elected.Go(func() {
 		h.cfg.Log.Info().Str("lease", "kube-system/"+LeaseName).Msg("tenants' controllers run while this host holds its Lease")
 		err := election.Run(ctx, election.Options{
-			Config: h.rc, Namespace: metav1.NamespaceSystem, Name: LeaseName, Recampaign: true,
+			Config: h.rc, Namespace: metav1.NamespaceSystem, Name: LeaseName, Recampaign: true, Identity: h.cfg.Identity,
 			OnLeading: func(leading bool) {
-				h.cfg.Log.Info().Bool("leading", leading).Msg("the host's Lease: tenants' controllers run while leading")
+				h.cfg.Log.Info().Bool("leading", leading).Msg("the host's Lease: tenants' controllers run, and their lifecycle, while leading")
+				h.leading.Store(leading)
+				h.requeueAll()
 			},
 		}, h.components.Lead)
 		if err != nil && ctx.Err() == nil {
@@ -281,7 +293,9 @@ func (h *Host) Run(ctx context.Context) error {
 	})
 	factory := dynamicinformer.NewDynamicSharedInformerFactory(h.dyn, 0)
 	inf := factory.ForResource(GVR)
+	h.mu.Lock()
 	h.lister = inf.Lister()
+	h.mu.Unlock()
 	enqueue := func(obj any) {
 		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
 			h.queue.Add(key)
@@ -323,6 +337,29 @@ func (h *Host) Run(ctx context.Context) error {
 	h.bg.Wait()
 	h.stopAll()
 	return nil
+}
+
+// requeueAll reconciles every tenant and backup again (the host started
+// or stopped leading).
+func (h *Host) requeueAll() {
+	h.mu.Lock()
+	lister, backups := h.lister, h.backupsLister
+	h.mu.Unlock()
+	for _, l := range []cache.GenericLister{lister, backups} {
+		if l == nil {
+			continue // not yet: the informer's first list queues them all
+		}
+		objs, _ := l.List(labels.Everything())
+		for _, o := range objs {
+			if key, err := cache.MetaNamespaceKeyFunc(o); err == nil {
+				if l == lister {
+					h.queue.Add(key)
+				} else {
+					h.backups.Add(key)
+				}
+			}
+		}
+	}
 }
 
 func (h *Host) next(ctx context.Context) bool {
@@ -404,6 +441,9 @@ func (h *Host) reconcile(ctx context.Context, name string) (time.Duration, error
 	if t == nil { // gone (its finalizer ran on this or another host)
 		h.drop(name)
 		return 0, nil
+	}
+	if !h.leading.Load() {
+		return h.standby(ctx, t)
 	}
 	if t.DeletionTimestamp != nil {
 		return 0, h.remove(ctx, t)
@@ -809,6 +849,71 @@ func (h *Host) start(ctx context.Context, t *Tenant, sl *slot, token string, l n
 		h.queue.Add(name)
 	}()
 	return in, nil
+}
+
+// standby is reconcile on a host that does not hold LeaseName: it serves
+// tenant t's API beside the leading host's while t is Ready where this
+// host finds its data (a PostgreSQL datastore both hosts share), and
+// changes nothing else: no status, no Secret, no data. The tenant's
+// controllers do not run here (the Gate is closed). When the leading
+// host suspends, moves or deletes t, this host stops serving it, and a
+// move fences the old copy first (Shared.Fence), so a write this host
+// still takes is refused, never lost.
+func (h *Host) standby(ctx context.Context, t *Tenant) (time.Duration, error) {
+	ds := h.datastore(t.Status.Datastore)
+	serve := t.DeletionTimestamp == nil && t.Status.Phase == PhaseReady && !t.Spec.Suspended && t.Status.Port != 0 &&
+		(t.Spec.Datastore == "" || t.Spec.Datastore == t.Status.Datastore) && ds != nil
+	if !serve {
+		if staleStandby && h.running(t.Name) {
+			return 0, nil // tests: a standby that has not seen the change
+		}
+		h.drop(t.Name)
+		return 0, nil
+	}
+	sl := h.slot(t.Name, t.Status.Port)
+	h.mu.Lock()
+	in, checked := sl.in, sl.checked
+	h.mu.Unlock()
+	if in != nil {
+		select {
+		case <-in.done: // stopped: again in a while
+			h.mu.Lock()
+			if sl.in == in {
+				sl.in = nil
+			}
+			h.mu.Unlock()
+			return 5 * time.Second, nil
+		default:
+			return 0, nil
+		}
+	}
+	if !checked {
+		// Never a new empty cluster: a SQLite tenant's file is on the
+		// leading host's machine, not here.
+		ok, err := h.hasData(ctx, ds, t.Name)
+		if err != nil || !ok {
+			return 0, err
+		}
+	}
+	token, err := h.readToken(ctx, t.Name)
+	if err != nil {
+		return 0, err
+	}
+	h.mu.Lock()
+	sl.datastore, sl.provisioned, sl.checked = ds.Name, ds.Name, true // provisioned by the leading host
+	h.mu.Unlock()
+	if _, err := h.start(ctx, t, sl, token, nil); err != nil {
+		return 0, err
+	}
+	return 0, nil
+}
+
+// running reports whether tenant name's control plane runs here.
+func (h *Host) running(name string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	sl := h.slots[name]
+	return sl != nil && sl.in != nil
 }
 
 // remove deletes tenant t: its control plane, data and Secrets, then

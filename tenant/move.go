@@ -191,7 +191,15 @@ func (h *Host) move(ctx context.Context, t *Tenant, sl *slot, to *Datastore) err
 		wake.Close()
 	}
 
-	// 3. The copy.
+	// 3. The copy, once no host can write the old copy any more: another
+	// host serving the tenant beside this one (HA) may not have stopped
+	// yet, and PostgreSQL refuses its writes from here on (Fence; a
+	// failed move gives them back through Provision, at the next start).
+	if from.Shared != nil {
+		if err := from.Shared.Fence(ctx, sqlTenant(t.Name)); err != nil {
+			return h.moveFailed(ctx, fresh, sl, from, to, fmt.Errorf("fence: %w", err))
+		}
+	}
 	res, err := h.copyTenant(ctx, t.Name, from, to)
 	if err != nil {
 		return h.moveFailed(ctx, fresh, sl, from, to, err)
@@ -261,6 +269,7 @@ func (h *Host) moveFailed(ctx context.Context, t *Tenant, sl *slot, from, to *Da
 	}
 	wait := min(moveRetry<<(n-1), maxMoveRetry)
 	sl.moveFailed = &moveFailure{to: to.Name, generation: t.Generation, n: n, retryAt: time.Now().Add(wait)}
+	sl.provisioned = "" // provisioned again at its start: unfenced
 	h.mu.Unlock()
 	h.cfg.Log.Warn().Err(cause).Str("tenant", t.Name).Str("from", from.Name).Str("to", to.Name).Dur("retry", wait).
 		Msg("the tenant's move failed; it runs where it was")

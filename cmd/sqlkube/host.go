@@ -1,11 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -18,6 +20,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/sqlkube/sqlkube/controlplane"
+	"github.com/sqlkube/sqlkube/election"
 	"github.com/sqlkube/sqlkube/etcdshim"
 	"github.com/sqlkube/sqlkube/etcdshim/sqlstore"
 	"github.com/sqlkube/sqlkube/storage"
@@ -31,6 +34,8 @@ type hostFlags struct {
 	bindAddress string
 	securePort  int
 	tenantPorts string
+	token       string
+	tokenFile   string
 	dnsPorts    string
 	disableDNS  bool
 	tenantBind  string
@@ -71,6 +76,8 @@ func newHostCommand(lf *logFlags) *cobra.Command {
 	fl := cmd.Flags()
 	fl.StringVar(&f.dataDir, "data-dir", "./sqlkube-host", "directory for the host's database, certificates and admin kubeconfig, and the tenants' files (tenants/NAME)")
 	fl.StringVar(&f.datastore, "datastore", "", "the host's datastore DSN, where Tenant objects are kept (default: sqlite://DATA_DIR/host.db)")
+	fl.StringVar(&f.token, "token", "", "the host API's cluster token (default: DATA_DIR/token, made by the first host); a second host on the same --datastore (HA) needs the first one's")
+	fl.StringVar(&f.tokenFile, "token-file", "", "file holding the host API's cluster token (instead of --token)")
 	fl.StringVar(&f.bindAddress, "bind-address", "127.0.0.1", "address of the host's API")
 	fl.IntVar(&f.securePort, "secure-port", 6443, "port of the host's API (0: any free port)")
 	fl.StringVar(&f.tenantPorts, "tenant-ports", "7000-7999", "ports tenants' APIs take, one each (MIN-MAX; 0: any free port)")
@@ -162,6 +169,7 @@ func runHost(ctx context.Context, f *hostFlags, log zerolog.Logger, out io.Write
 
 	cfg := controlplane.Defaults()
 	cfg.DataDir, cfg.BindAddress, cfg.SecurePort = f.dataDir, f.bindAddress, f.securePort
+	cfg.Token, cfg.TokenFile = f.token, f.tokenFile
 	cfg.DNS.Disable = true
 	// As its tenants', the host API's watch caches hand bookmarks to the
 	// few watches they serve every 10 s, not every second.
@@ -171,10 +179,14 @@ func runHost(ctx context.Context, f *hostFlags, log zerolog.Logger, out io.Write
 		return err
 	}
 	hostLog := log.With().Str("component", "tenant-host").Logger()
+	identity, err := hostIdentity(f.dataDir)
+	if err != nil {
+		return err
+	}
 	hcfg := tenant.HostConfig{
 		DataDir: f.dataDir, BindAddress: f.tenantBind, EndpointHost: f.tenantHost, Advertise: f.advertise,
 		PortMin: pmin, PortMax: pmax, DNSPortMin: dmin, DNSPortMax: dmax, DisableDNS: f.disableDNS, QuotaBytes: f.quota, Log: hostLog, FakeNodes: f.fakeNodes,
-		Metrics: tenant.NewMetrics(), DefaultDatastore: f.defaultDS, BackupDir: f.backupDir,
+		Metrics: tenant.NewMetrics(), DefaultDatastore: f.defaultDS, BackupDir: f.backupDir, Identity: identity,
 	}
 	seen := map[string]string{} // database -> the datastore that names it
 	for _, v := range f.tenantDS {
@@ -267,4 +279,24 @@ func runHost(ctx context.Context, f *hostFlags, log zerolog.Logger, out io.Write
 	stopTenants()
 	<-tenantsDone
 	return err
+}
+
+// hostIdentity is this host's identity in the election of the tenants'
+// host Lease, kept in DATA_DIR/host-identity: made once, so a host
+// started again on its directory (after a crash, say) takes its Lease
+// back at once. Two hosts have two directories, so two identities.
+func hostIdentity(dataDir string) (string, error) {
+	path := filepath.Join(dataDir, "host-identity")
+	b, err := os.ReadFile(path)
+	if err == nil && len(bytes.TrimSpace(b)) > 0 {
+		return string(bytes.TrimSpace(b)), nil
+	}
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return "", err
+	}
+	id := election.DefaultIdentity()
+	if err := os.WriteFile(path, []byte(id+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("write the host's identity: %w", err)
+	}
+	return id, nil
 }

@@ -26,6 +26,7 @@ func provisionSteps() []provisionStep {
 		{"grant role to the host", grantTenantRole},
 		{"create schema", createTenantSchema},
 		{"migrate", migrateTenant},
+		{"unfence", unfenceTenant},
 	}
 }
 
@@ -221,6 +222,36 @@ func asRole(ctx context.Context, h *Shared, role, stmt string) error {
 		_, err := tx.Exec(ctx, stmt)
 		return err
 	})
+}
+
+// Fence takes away the tenant role's right to change its tables: from
+// then on every store that writes as the role (another host's, serving
+// the tenant beside this one) fails with PostgreSQL's "permission
+// denied", while reads and exports go on. A host fences a tenant before
+// it copies the tenant's data elsewhere (a move), so that no write lands
+// in the old copy after the copy was read. Unfence (and Provision) give
+// the right back.
+func (h *Shared) Fence(ctx context.Context, t Tenant) error {
+	if err := t.validate(); err != nil {
+		return err
+	}
+	s, r := ident(t.Schema), ident(t.Role)
+	return asRole(ctx, h, t.Role, `REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON ALL TABLES IN SCHEMA `+s+` FROM `+r+
+		`; REVOKE UPDATE ON ALL SEQUENCES IN SCHEMA `+s+` FROM `+r)
+}
+
+// Unfence gives the tenant role back every right on its tables and
+// sequences (what Fence took).
+func (h *Shared) Unfence(ctx context.Context, t Tenant) error {
+	if err := t.validate(); err != nil {
+		return err
+	}
+	return unfenceTenant(ctx, h, t)
+}
+
+func unfenceTenant(ctx context.Context, h *Shared, t Tenant) error {
+	s, r := ident(t.Schema), ident(t.Role)
+	return asRole(ctx, h, t.Role, `GRANT ALL ON ALL TABLES IN SCHEMA `+s+` TO `+r+`; GRANT ALL ON ALL SEQUENCES IN SCHEMA `+s+` TO `+r)
 }
 
 // dropTenantOwned drops what else the role owns in this database and

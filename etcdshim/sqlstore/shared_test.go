@@ -520,6 +520,17 @@ func TestShared_HostRoleNotSuperuser(t *testing.T) {
 	if got := get(t, s, "/k"); got == nil || string(got.Value) != "v" {
 		t.Fatalf("get /k = %v", kvString(got))
 	}
+	// It may fence the tenant and give its rights back (as its role).
+	if err := h.Fence(ctx, a); err != nil {
+		t.Fatalf("Fence as the host's role: %v", err)
+	}
+	if _, _, err := s.Put(ctx, sqlstore.PutRequest{Key: []byte("/k"), Value: []byte("fenced")}); err == nil {
+		t.Error("a write to a tenant fenced by the host's role went through")
+	}
+	if err := h.Unfence(ctx, a); err != nil {
+		t.Fatalf("Unfence as the host's role: %v", err)
+	}
+	put(t, s, "/k", "v")
 	// The host's own session may not read the tenant's table.
 	hc := adminConn(t, hu.String())
 	var n int
@@ -632,5 +643,38 @@ func TestShared_ManyTenantsIdle(t *testing.T) {
 	}
 	if total > sqlstore.DefaultSharedMaxConns-1 {
 		t.Errorf("%d pooled connections, want at most %d", total, sqlstore.DefaultSharedMaxConns-1)
+	}
+}
+
+// TestShared_Fence: a fenced tenant's stores, this host's and another
+// host's on the same database, are refused writes by PostgreSQL
+// (permission denied) but still read; unfenced, they write again.
+func TestShared_Fence(t *testing.T) {
+	dsn := postgresDSN(t)
+	h := newShared(t, dsn, sqlstore.SharedOptions{MaxConns: 2})
+	other := newShared(t, dsn, sqlstore.SharedOptions{MaxConns: 2}) // another host's
+	tn := provisioned(t, h, "fence")
+	a, b := openTenant(t, h, tn), openTenant(t, other, tn)
+	put(t, a, "/k", "before")
+	ctx := context.Background()
+	if err := h.Fence(ctx, tn); err != nil {
+		t.Fatalf("Fence: %v", err)
+	}
+	for name, s := range map[string]*sqlstore.Store{"this host's": a, "another host's": b} {
+		_, _, err := s.Put(ctx, sqlstore.PutRequest{Key: []byte("/k"), Value: []byte("after")})
+		var pe *pgconn.PgError
+		if !errors.As(err, &pe) || pe.Code != "42501" {
+			t.Errorf("%s store's write to a fenced tenant: %v, want permission denied", name, err)
+		}
+		if got := get(t, s, "/k"); got == nil || string(got.Value) != "before" {
+			t.Errorf("%s store reads /k = %s from a fenced tenant, want before", name, kvString(got))
+		}
+	}
+	if err := h.Unfence(ctx, tn); err != nil {
+		t.Fatalf("Unfence: %v", err)
+	}
+	put(t, b, "/k", "unfenced")
+	if got := get(t, a, "/k"); got == nil || string(got.Value) != "unfenced" {
+		t.Errorf("after Unfence: /k = %s, want unfenced", kvString(got))
 	}
 }
