@@ -154,7 +154,7 @@ func Start(opts Options, stop <-chan struct{}) (a *Aggregator, ready func() bool
 		cancel()
 	}()
 	if a.proxyCert != nil {
-		go a.proxyCert.Run(ctx, 1)
+		go reloadEvery(ctx, a.proxyCert, reloadPeriod)
 	}
 	go local.Run(1, stop)
 	go remote.Run(2, stop)

@@ -3,10 +3,13 @@ package aggregator
 import (
 	"context"
 	"fmt"
+	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apiserver/pkg/authentication/request/headerrequest"
 	"k8s.io/apiserver/pkg/server/dynamiccertificates"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/pkg/controlplane/controller/clusterauthenticationtrust"
 )
 
@@ -45,7 +48,7 @@ func StartAuthenticationTrust(opts TrustOptions, stop <-chan struct{}) (shutdown
 			cancel()
 			return nil, fmt.Errorf("apiserver: client CA: %w", err)
 		}
-		go ca.Run(ctx, 1)
+		go reloadEvery(ctx, ca, reloadPeriod)
 		info.ClientCA = ca
 	}
 	if opts.RequestHeaderCAFile != "" {
@@ -54,7 +57,7 @@ func StartAuthenticationTrust(opts TrustOptions, stop <-chan struct{}) (shutdown
 			cancel()
 			return nil, fmt.Errorf("apiserver: requestheader CA: %w", err)
 		}
-		go ca.Run(ctx, 1)
+		go reloadEvery(ctx, ca, reloadPeriod)
 		info.RequestHeaderCA = ca
 		info.RequestHeaderAllowedNames = headerrequest.StaticStringSlice(opts.RequestHeaderAllowedNames)
 		info.RequestHeaderUsernameHeaders = requestHeaderUsernameHeaders
@@ -73,4 +76,22 @@ func StartAuthenticationTrust(opts TrustOptions, stop <-chan struct{}) (shutdown
 		cancel()
 	}()
 	return func() { cancel(); <-done }, nil
+}
+
+// reloadPeriod is how often reloadEvery reads the files again: upstream's
+// own fallback when its file watch fails.
+const reloadPeriod = time.Minute
+
+// reloadEvery reads c's files again every period until ctx ends, and
+// tells c's listeners when they changed. Upstream's Run notices a change
+// at once, through an inotify instance of its own; a host runs hundreds
+// of tenants and a user has 128 instances (fs.inotify.max_user_instances)
+// by default, so these files, which change when a certificate is
+// renewed, are read again instead.
+func reloadEvery(ctx context.Context, c interface{ RunOnce(context.Context) error }, period time.Duration) {
+	wait.UntilWithContext(ctx, func(ctx context.Context) {
+		if err := c.RunOnce(ctx); err != nil {
+			klog.ErrorS(err, "reading a certificate file again")
+		}
+	}, period)
 }

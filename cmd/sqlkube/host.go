@@ -129,6 +129,9 @@ func runHost(ctx context.Context, f *hostFlags, log zerolog.Logger, out io.Write
 	if err != nil {
 		return err
 	}
+	if pmin != 0 {
+		ensureInotifyInstances(pmax-pmin+1, log)
+	}
 	dmin, dmax := 0, 0
 	switch {
 	case f.dnsPorts != "":
@@ -299,4 +302,37 @@ func hostIdentity(dataDir string) (string, error) {
 		return "", fmt.Errorf("write the host's identity: %w", err)
 	}
 	return id, nil
+}
+
+// inotifyPerTenant is how many inotify instances a tenant holds:
+// Kubernetes' CSR signing controller watches the files of its four
+// signers, an instance each.
+const inotifyPerTenant = 4
+
+// inotifyLimit is where the user's inotify instances are bounded (128 by
+// default).
+var inotifyLimit = "/proc/sys/fs/inotify/max_user_instances"
+
+// ensureInotifyInstances raises fs.inotify.max_user_instances, as root,
+// so that a host with as many tenants as its port range holds leaves the
+// 128 that other processes of the user (a node's containerd and kubelet
+// beside it) expect, as kube-proxy sets the conntrack limits it needs.
+// Not root, it says what to set.
+func ensureInotifyInstances(tenants int, log zerolog.Logger) {
+	b, err := os.ReadFile(inotifyLimit)
+	if err != nil {
+		return // not Linux, or no procfs
+	}
+	have, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	want := 128 + inotifyPerTenant*tenants
+	if err != nil || have >= want {
+		return
+	}
+	if os.Geteuid() == 0 {
+		if err := os.WriteFile(inotifyLimit, []byte(strconv.Itoa(want)), 0o644); err == nil {
+			log.Info().Int("from", have).Int("to", want).Int("tenants", tenants).Msg("raised fs.inotify.max_user_instances: each tenant holds " + strconv.Itoa(inotifyPerTenant))
+			return
+		}
+	}
+	log.Warn().Int("have", have).Int("want", want).Msg("fs.inotify.max_user_instances is low for as many tenants as --tenant-ports holds (each holds " + strconv.Itoa(inotifyPerTenant) + "): raise it with sysctl, or processes of this user will fail to watch files")
 }
