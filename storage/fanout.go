@@ -133,7 +133,7 @@ func NewFanout(o FanoutOptions) *Fanout {
 		o.BookmarkEvery = time.Minute
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	f := &Fanout{o: o, cancel: cancel, done: make(chan struct{}), ring: make([]*ringEntry, o.Buffer), notify: make(chan struct{})}
+	f := &Fanout{o: o, cancel: cancel, done: make(chan struct{}), ring: make([]*ringEntry, min(initialRing, o.Buffer)), notify: make(chan struct{})}
 	go f.follow(ctx)
 	return f
 }
@@ -329,6 +329,9 @@ func (f *Fanout) apply(batch []watch.Event) error {
 		} else {
 			f.last[e.key] = e.cur
 		}
+		if f.next-f.first == uint64(len(f.ring)) && len(f.ring) < f.o.Buffer {
+			f.growLocked()
+		}
 		if f.next-f.first == uint64(len(f.ring)) {
 			f.floor = f.ring[f.first%uint64(len(f.ring))].rv
 			f.ring[f.first%uint64(len(f.ring))] = nil
@@ -346,6 +349,22 @@ func (f *Fanout) apply(batch []watch.Event) error {
 	f.mu.Unlock()
 	close(woken)
 	return nil
+}
+
+// initialRing is the ring's first size: it doubles as events come, up to
+// Buffer. Most of a cluster's resources see few events (a host's
+// hundred idle tenants have some 60 resources each), and a ring of
+// Buffer pointers for each would hold 32 KiB that stays empty.
+const initialRing = 64
+
+// growLocked doubles the ring (up to Buffer), keeping each event at its
+// sequence number's place in the new one.
+func (f *Fanout) growLocked() {
+	ring := make([]*ringEntry, min(2*len(f.ring), f.o.Buffer))
+	for seq := f.first; seq < f.next; seq++ {
+		ring[seq%uint64(len(ring))] = f.ring[seq%uint64(len(f.ring))]
+	}
+	f.ring = ring
 }
 
 // Watch serves a watch from the ring, or passes it to the source when the

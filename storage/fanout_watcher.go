@@ -107,7 +107,7 @@ func (w *ringWatcher) run(ctx context.Context) {
 		if w.cursor < f.first {
 			f.mu.RUnlock()
 			watchersTerminated.WithLabelValues(resource).Inc()
-			_ = w.send(ctx, watch.Event{Type: watch.Error, Object: tooSlowStatus(len(f.ring))})
+			_ = w.send(ctx, watch.Event{Type: watch.Error, Object: tooSlowStatus(f.o.Buffer)})
 			return
 		}
 		end := min(f.next, w.cursor+256)

@@ -216,7 +216,17 @@ func runControllers(ctx context.Context, c *kcmconfig.CompletedConfig) error {
 	}
 	// Its placeholder descriptor (no client builder) must not be built.
 	delete(descriptors, names.ServiceAccountTokenController)
+	// The ValidatingAdmissionPolicy status controller is built here, with
+	// the process's one copy of the built-in schemas (newVAPStatusController).
+	vapStatus := cctx.IsControllerEnabled(descriptors[names.ValidatingAdmissionPolicyStatusController])
+	delete(descriptors, names.ValidatingAdmissionPolicyStatusController)
 	controllers, err := app.BuildControllers(ctx, cctx, descriptors, nil, controllerhealthz.NewMutableHealthzHandler())
+	if err == nil && vapStatus {
+		var c app.Controller
+		if c, err = newVAPStatusController(cctx); err == nil {
+			controllers = append(controllers, c)
+		}
+	}
 	doneBuilding()
 	if err != nil {
 		return fmt.Errorf("controller manager: %w", err)
