@@ -92,7 +92,16 @@ func Start(h http.Handler) (*rest.Config, func()) {
 		},
 	}
 	go func() { _ = hs.Serve(l) }()
-	transport := &http.Transport{DialContext: l.dial, MaxIdleConnsPerHost: 32}
+	// HTTP/2 without TLS (h2c, prior knowledge): every request and watch
+	// of the process's in-memory clients is a stream of one connection,
+	// not a connection each with its own goroutines and buffers (a
+	// host's tenants hold some hundred watches each). The server takes
+	// HTTP/1.1 too.
+	hs.Protocols = new(http.Protocols)
+	hs.Protocols.SetHTTP1(true)
+	hs.Protocols.SetUnencryptedHTTP2(true)
+	transport := &http.Transport{DialContext: l.dial, MaxIdleConnsPerHost: 32, Protocols: new(http.Protocols)}
+	transport.Protocols.SetUnencryptedHTTP2(true)
 	cfg := &rest.Config{
 		Host: "http://loopback", Transport: transport,
 		QPS:       -1, // no client-side rate limit for the server's own clients
