@@ -345,19 +345,20 @@ func (h *Host) requeueAll() {
 	h.mu.Lock()
 	lister, backups := h.lister, h.backupsLister
 	h.mu.Unlock()
-	for _, l := range []cache.GenericLister{lister, backups} {
-		if l == nil {
-			continue // not yet: the informer's first list queues them all
-		}
-		objs, _ := l.List(labels.Everything())
-		for _, o := range objs {
-			if key, err := cache.MetaNamespaceKeyFunc(o); err == nil {
-				if l == lister {
-					h.queue.Add(key)
-				} else {
-					h.backups.Add(key)
-				}
-			}
+	addAll(lister, h.queue)
+	addAll(backups, h.backups)
+}
+
+// addAll queues the key of every object of l (nil: not listing yet, and
+// its informer's first list queues them all).
+func addAll(l cache.GenericLister, q workqueue.TypedRateLimitingInterface[string]) {
+	if l == nil {
+		return
+	}
+	objs, _ := l.List(labels.Everything())
+	for _, o := range objs {
+		if key, err := cache.MetaNamespaceKeyFunc(o); err == nil {
+			q.Add(key)
 		}
 	}
 }
@@ -516,11 +517,7 @@ func (h *Host) reconcile(ctx context.Context, name string) (time.Duration, error
 	}
 	select {
 	case <-in.done:
-		h.mu.Lock()
-		if sl.in == in {
-			sl.in = nil
-		}
-		h.mu.Unlock()
+		h.forget(sl, in)
 		msg := "stopped"
 		if in.err != nil {
 			msg = in.err.Error()
@@ -796,14 +793,13 @@ func (h *Host) start(ctx context.Context, t *Tenant, sl *slot, token string, l n
 	cfg.TLSSANs = []string{h.cfg.EndpointHost}
 	cfg.KubeconfigServer = h.endpoint(sl.port)
 	cfg.Token, cfg.RandomToken = token, true
-	sl.dnsPort = 0
-	if cfg.DNS.Disable = h.cfg.DisableDNS; !cfg.DNS.Disable {
-		port, err := h.dnsPort(sl.port)
-		if err != nil {
+	cfg.DNS.Disable, sl.dnsPort = true, 0
+	if !h.cfg.DisableDNS {
+		if port, err := h.dnsPort(sl.port); err != nil {
 			h.cfg.Log.Warn().Err(err).Str("tenant", t.Name).Msg("the tenant serves no cluster DNS")
+		} else {
+			cfg.DNS.Disable, cfg.DNS.Port, cfg.DNS.AwaitNode, sl.dnsPort = false, port, true, port
 		}
-		cfg.DNS.Disable = err != nil
-		cfg.DNS.Port, cfg.DNS.AwaitNode, sl.dnsPort = port, true, port
 	}
 	// Kubernetes' metrics are the process's: a tenant's /metrics would
 	// show every tenant's requests and resources. Off until the host
@@ -877,11 +873,7 @@ func (h *Host) standby(ctx context.Context, t *Tenant) (time.Duration, error) {
 	if in != nil {
 		select {
 		case <-in.done: // stopped: again in a while
-			h.mu.Lock()
-			if sl.in == in {
-				sl.in = nil
-			}
-			h.mu.Unlock()
+			h.forget(sl, in)
 			return 5 * time.Second, nil
 		default:
 			return 0, nil
@@ -906,6 +898,15 @@ func (h *Host) standby(ctx context.Context, t *Tenant) (time.Duration, error) {
 		return 0, err
 	}
 	return 0, nil
+}
+
+// forget clears sl's instance if it is in (which has stopped).
+func (h *Host) forget(sl *slot, in *instance) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if sl.in == in {
+		sl.in = nil
+	}
 }
 
 // running reports whether tenant name's control plane runs here.
