@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	k8sstorage "k8s.io/apiserver/pkg/storage"
 )
@@ -67,6 +68,17 @@ type FanoutOptions struct {
 	// one (default one minute; also 2 s before its context's deadline, as
 	// the watch cache does).
 	BookmarkEvery time.Duration
+	// SourceReady reports whether Source serves watches (the watch cache
+	// has filled). A watch the fan-out passes on waits for it, up to
+	// StartWait: a watch cache that is not ready answers 429 "storage is
+	// (re)initializing", and client-go's reflectors then wait a second or
+	// more before they watch again, so a control plane's informers that
+	// start with it would take that long to sync. Nil: not waited for.
+	SourceReady func() bool
+	// StartWait bounds how long a watch waits for the ring, or for
+	// SourceReady, to serve it (default 3 s); after that it is passed on
+	// as it is.
+	StartWait time.Duration
 }
 
 // Fanout serves a resource's watches from one shared ring of events, so
@@ -131,6 +143,9 @@ func NewFanout(o FanoutOptions) *Fanout {
 	}
 	if o.BookmarkEvery <= 0 {
 		o.BookmarkEvery = time.Minute
+	}
+	if o.StartWait <= 0 {
+		o.StartWait = 3 * time.Second
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	f := &Fanout{o: o, cancel: cancel, done: make(chan struct{}), ring: make([]*ringEntry, min(initialRing, o.Buffer)), notify: make(chan struct{})}
@@ -376,7 +391,7 @@ func (f *Fanout) Watch(ctx context.Context, key string, opts k8sstorage.ListOpti
 	if err != nil {
 		return nil, err
 	}
-	if !f.Ready() {
+	if !f.Ready() && !f.awaitReady(ctx) {
 		return f.delegate(ctx, key, opts)
 	}
 	// As the watch cache: a watch from "" (the latest state) or "0" (any
@@ -478,7 +493,48 @@ func (f *Fanout) Watch(ctx context.Context, key string, opts k8sstorage.ListOpti
 
 func (f *Fanout) delegate(ctx context.Context, key string, opts k8sstorage.ListOptions) (watch.Interface, error) {
 	watchesDelegated.WithLabelValues(f.o.Resource).Inc()
+	f.awaitSource(ctx)
 	return f.o.Source.Watch(ctx, key, opts)
+}
+
+// awaitReady waits, up to StartWait, for the ring to serve watches (it
+// fills from one list of the store when the resource's storage starts, or
+// again after its watch of the store ended), and reports whether it does.
+func (f *Fanout) awaitReady(ctx context.Context) bool {
+	t := time.NewTimer(f.o.StartWait)
+	defer t.Stop()
+	for {
+		f.mu.RLock()
+		ready, changed := f.ready, f.notify
+		f.mu.RUnlock()
+		if ready {
+			return true
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+			return false
+		}
+	}
+}
+
+// sourcePoll is how often awaitSource asks whether the watch cache is
+// ready (it tells no one when it becomes so).
+const sourcePoll = 10 * time.Millisecond
+
+// awaitSource waits, up to StartWait, for the watch cache to serve
+// watches (SourceReady).
+func (f *Fanout) awaitSource(ctx context.Context) {
+	if f.o.SourceReady == nil || f.o.SourceReady() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, f.o.StartWait)
+	defer cancel()
+	_ = wait.PollUntilContextCancel(ctx, sourcePoll, false, func(context.Context) (bool, error) {
+		return f.o.SourceReady(), nil
+	})
 }
 
 // seqAfterLocked returns the sequence number of the first ring entry above
@@ -506,4 +562,16 @@ type fannedOut struct {
 
 func (s *fannedOut) Watch(ctx context.Context, key string, opts k8sstorage.ListOptions) (watch.Interface, error) {
 	return s.fanout.Watch(ctx, key, opts)
+}
+
+// GetList waits for the watch cache to fill (up to StartWait) when it
+// would answer the list itself: the watch cache passes a list to the
+// store while it fills only when the list has a limit and no selector,
+// and answers any other with 429 "storage is (re)initializing".
+func (s *fannedOut) GetList(ctx context.Context, key string, opts k8sstorage.ListOptions, listObj runtime.Object) error {
+	p := opts.Predicate
+	if (p.Label != nil && !p.Label.Empty()) || (p.Field != nil && !p.Field.Empty()) || p.Limit <= 0 {
+		s.fanout.awaitSource(ctx)
+	}
+	return s.Interface.GetList(ctx, key, opts, listObj)
 }

@@ -73,7 +73,7 @@ func NewCached(o CacherOptions) (*Cached, error) {
 	f := NewFanout(FanoutOptions{
 		Source: d, Store: o.Store, ResourcePrefix: o.Options.ResourcePrefix, Resource: resource,
 		KeyFunc: o.KeyFunc, GetAttrs: o.GetAttrs, NewFunc: o.Options.NewFunc, NewListFunc: o.Options.NewListFunc,
-		Buffer: o.WatchBuffer,
+		Buffer: o.WatchBuffer, SourceReady: c.Ready,
 	})
 	return &Cached{
 		Interface: &timedLists{Interface: &fannedOut{Interface: d, fanout: f}, resource: resource},
