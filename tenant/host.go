@@ -161,6 +161,10 @@ type slot struct {
 	checked bool
 }
 
+// hostQPS is the rate of the host's client of its API, unless rc sets
+// one.
+const hostQPS = 1000
+
 // NewHost builds a host over the host API's cfg.
 func NewHost(cfg HostConfig, rc *rest.Config) (*Host, error) {
 	if (cfg.PortMin != 0 || cfg.PortMax != 0) && (cfg.PortMin <= 0 || cfg.PortMax < cfg.PortMin) {
@@ -179,6 +183,15 @@ func NewHost(cfg HostConfig, rc *rest.Config) (*Host, error) {
 		if ip := net.ParseIP(cfg.BindAddress); ip != nil && !ip.IsUnspecified() {
 			cfg.EndpointHost = cfg.BindAddress
 		}
+	}
+	if rc.QPS == 0 && rc.Burst == 0 {
+		// client-go's default, 5 requests a second (bursts of 10), is
+		// what made tenants created one after another wait: a create
+		// takes some ten requests of the host's API (the Tenant's
+		// finalizer and status, its Secrets). The host is its API's
+		// own, trusted client.
+		rc = rest.CopyConfig(rc)
+		rc.QPS, rc.Burst = hostQPS, 2*hostQPS
 	}
 	dyn, err := dynamic.NewForConfig(rc)
 	if err != nil {
