@@ -23,6 +23,7 @@ import (
 	"github.com/sqlkube/sqlkube/election"
 	"github.com/sqlkube/sqlkube/etcdshim"
 	"github.com/sqlkube/sqlkube/etcdshim/sqlstore"
+	"github.com/sqlkube/sqlkube/internal/queuemetrics"
 	"github.com/sqlkube/sqlkube/storage"
 	"github.com/sqlkube/sqlkube/tenant"
 )
@@ -129,8 +130,15 @@ func runHost(ctx context.Context, f *hostFlags, log zerolog.Logger, out io.Write
 	if err != nil {
 		return err
 	}
-	if pmin != 0 {
-		ensureInotifyInstances(pmax-pmin+1, log)
+	ports := pmax - pmin + 1
+	if pmin == 0 {
+		ports = 1000 // any free port: as many tenants as the default range holds
+	}
+	ensureInotifyInstances(ports, log)
+	// Nothing serves the tenants' work-queue metrics, and each queue
+	// that keeps them wakes twice a second: off for the process.
+	if !queuemetrics.Off() {
+		log.Warn().Msg("work-queue metrics could not be turned off: each tenant's controllers' queues wake twice a second to update them")
 	}
 	dmin, dmax := 0, 0
 	switch {
