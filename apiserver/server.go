@@ -383,7 +383,7 @@ func (s *Server) startAuth() error {
 	// Admission's informers are requested before the factory starts.
 	if s.api.Admission, err = admission.NewChain(admission.ChainOptions{
 		Client: client, Loopback: s.loopback, Informers: s.informers, Authorizer: s.api.Authz, Disabled: s.cfg.DisableAdmissionPlugins,
-		NoMetrics: s.cfg.DisableAdmissionMetrics,
+		NoMetrics: s.cfg.DisableAdmissionMetrics, OpenAPIGeneration: s.openAPIGeneration,
 	}, stop); err != nil {
 		close(stop)
 		return err
@@ -463,6 +463,20 @@ var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); retu
 // memory, acting as loopback.User (system:masters), for built-in
 // components running in the same process.
 func (s *Server) Loopback() *rest.Config { return rest.CopyConfig(s.loopback) }
+
+// DiscoveryGeneration changes whenever what discovery serves may have; ok
+// is false while it cannot tell (discovery.Discovery.Generation).
+func (s *Server) DiscoveryGeneration() (generation uint64, ok bool) { return s.discovery.Generation() }
+
+// openAPIGeneration changes whenever the /openapi/v3 index may have (a
+// CRD's documents did); ok is false while aggregated servers add paths,
+// which change without notice here.
+func (s *Server) openAPIGeneration() (generation uint64, ok bool) {
+	if a := s.aggregator.Load(); a != nil && a.HasGroups() {
+		return 0, false
+	}
+	return s.crdDocs.changes.Load(), true
+}
 
 // newStorage builds a resource's store (protobuf under /registry, as
 // kube-apiserver stores built-in types, or JSON where it uses JSON) and

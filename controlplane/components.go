@@ -77,6 +77,9 @@ type components struct {
 	// resourceMetrics is the scheduler's /metrics/resources (nil: its
 	// endpoint is not served).
 	resourceMetrics *scheduler.ResourceMetrics
+	// discovery is the API server's discovery generation: the
+	// controllers read discovery again when it changes, not every 30 s.
+	discovery manager.Generation
 }
 
 // controllersDisabled reports whether --controllers turns every controller
@@ -158,6 +161,7 @@ func (c *components) run(ctx context.Context, cfg *rest.Config, log zerolog.Logg
 		if err != nil {
 			return nil, err
 		}
+		o.SetDiscoveryGeneration(c.discovery)
 		cfg := rest.CopyConfig(cfg)
 		cfg.UserAgent = "sqlkube-controller-manager"
 		// Its client's rest_client_* series are its endpoint's.

@@ -210,7 +210,7 @@ func Serve(ctx context.Context, f *Config, client *kubernetes.Client, storageDes
 	}
 	if f.Components != nil {
 		// In-process components reach the API over the loopback client.
-		comps := &components{Components: f.Components, ServiceAccountKeyFile: saKeyFile, ServiceClusterIPRange: f.ServiceIPs}
+		comps := &components{Components: f.Components, ServiceAccountKeyFile: saKeyFile, ServiceClusterIPRange: f.ServiceIPs, discovery: api.DiscoveryGeneration}
 		for _, ep := range endpoints {
 			if ep.resources != nil {
 				comps.resourceMetrics = ep.resources

@@ -144,6 +144,11 @@ type ChainOptions struct {
 	// NoMetrics leaves the admission metrics out (benchmarks that
 	// measure their cost).
 	NoMetrics bool
+	// OpenAPIGeneration, when set, changes whenever the server's
+	// /openapi/v3 index may have, or reports false while it cannot
+	// tell: mutating policies then read the index again only when it
+	// changes, not every 5 s (openAPIPaths).
+	OpenAPIGeneration func() (generation uint64, ok bool)
 }
 
 // NewChain builds the admission chain: every plugin of

@@ -62,6 +62,9 @@ func admissionInitializers(opts ChainOptions, stop <-chan struct{}) (admission.P
 	if err != nil {
 		return nil, err
 	}
+	if opts.OpenAPIGeneration != nil {
+		client = openAPIPathsClient(client, opts.OpenAPIGeneration)
+	}
 	generic := genericadmissioninitializer.New(client, dynamicClient, opts.Informers, opts.Authorizer, utilfeature.DefaultFeatureGate,
 		// PodSecurity reads the effective version (its policy defaults).
 		apiservercompatibility.DefaultBuildEffectiveVersion(), stop, mapper)

@@ -66,6 +66,10 @@ func (a *Aggregator) remoteGroups() [][]*apiregistrationv1.APIService {
 	return apiregistrationhelper.SortedByGroupAndVersion(remote)
 }
 
+// HasGroups reports whether any APIService has a service: whether
+// aggregated servers add group-versions to discovery.
+func (a *Aggregator) HasGroups() bool { return len(a.remoteGroups()) > 0 }
+
 // MergeGroups adds the aggregated servers' groups to out, the groups
 // served here (an aggregated version of a group served here joins its
 // versions).

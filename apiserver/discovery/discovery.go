@@ -39,6 +39,22 @@ type Remote interface {
 	// MergeAggregated adds the remote group-versions to an aggregated
 	// discovery document.
 	MergeAggregated(ctx context.Context, list *apidiscoveryv2.APIGroupDiscoveryList)
+	// HasGroups reports whether aggregated servers add any group-version.
+	HasGroups() bool
+}
+
+// Generation is a number that changes whenever what discovery serves may
+// have, and whether it can tell: not while aggregated servers add
+// group-versions, whose resource lists change without notice here. A
+// client that caches discovery (the in-process controllers) reads it
+// before it fetches and fetches again when it changes.
+func (d *Discovery) Generation() (uint64, bool) {
+	if d.Remote != nil {
+		if r := d.Remote(); r != nil && r.HasGroups() {
+			return 0, false
+		}
+	}
+	return d.Registry.Generation(), true
 }
 
 // AllGroups are the named groups served here and by aggregated servers.

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/fields"
@@ -164,6 +165,8 @@ type Registry struct {
 	mu        sync.RWMutex
 	resources []*Resource
 	byGVR     map[schema.GroupVersionResource]*Resource
+	// generation counts the changes (Add, Remove).
+	generation atomic.Uint64
 }
 
 // NewRegistry indexes resources.
@@ -204,6 +207,7 @@ func (reg *Registry) Add(r *Resource) *Resource {
 	} else {
 		reg.resources = append(reg.resources, r)
 	}
+	reg.generation.Add(1)
 	return old
 }
 
@@ -218,8 +222,14 @@ func (reg *Registry) Remove(r *Resource) bool {
 	}
 	delete(reg.byGVR, gvr)
 	reg.resources = slices.DeleteFunc(reg.resources, func(x *Resource) bool { return x == r })
+	reg.generation.Add(1)
 	return true
 }
+
+// Generation changes whenever the served resources do (Add, Remove); a
+// reader that reads it first and the resources then sees, at the next
+// change, a generation it has not seen.
+func (reg *Registry) Generation() uint64 { return reg.generation.Load() }
 
 // GroupVersions returns the served group-versions, core first, then groups
 // by name.

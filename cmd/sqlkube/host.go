@@ -17,6 +17,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
+	"k8s.io/apiserver/pkg/features"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/sqlkube/sqlkube/controlplane"
@@ -139,6 +141,14 @@ func runHost(ctx context.Context, f *hostFlags, log zerolog.Logger, out io.Write
 	// that keeps them wakes twice a second: off for the process.
 	if !queuemetrics.Off() {
 		log.Warn().Msg("work-queue metrics could not be turned off: each tenant's controllers' queues wake twice a second to update them")
+	}
+	// Kubernetes' watch caches check themselves against the datastore
+	// every 5 to 7.5 minutes (DetectCacheInconsistency, on since 1.34):
+	// a whole list of each resource, periodic SQL an idle tenant must
+	// not do (for 100 tenants some 20 lists a second), and a timer per
+	// resource. Off in a host.
+	if err := utilfeature.DefaultMutableFeatureGate.SetFromMap(map[string]bool{string(features.DetectCacheInconsistency): false}); err != nil {
+		log.Warn().Err(err).Msg("the watch caches' consistency check could not be turned off: every tenant lists each of its resources every few minutes")
 	}
 	dmin, dmax := 0, 0
 	switch {

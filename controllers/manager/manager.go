@@ -44,7 +44,18 @@ import (
 type Options struct {
 	kcm   *options.KubeControllerManagerOptions
 	flags *pflag.FlagSet
+	// discovery, when set, tells the controllers' discovery clients when
+	// to read discovery again (SetDiscoveryGeneration).
+	discovery Generation
 }
+
+// SetDiscoveryGeneration has the controllers' discovery clients (those of
+// the resource-quota and garbage-collector controllers, which read the
+// whole of discovery every 30 s) keep what they read until g changes, or
+// while g cannot tell, read it on every call as upstream does. For
+// controllers in the API server's process (g is its
+// DiscoveryGeneration).
+func (o *Options) SetDiscoveryGeneration(g Generation) { o.discovery = g }
 
 // servedElsewhere are kube-controller-manager's flag sets sqlkube does not
 // take whole: its HTTPS endpoint's (of which it takes endpoint.Flags) with
@@ -148,7 +159,7 @@ func Run(ctx context.Context, cfg *rest.Config, o *Options, p election.Policy) e
 	if el == nil {
 		le := completed.ComponentConfig.Generic.LeaderElection
 		if !le.LeaderElect {
-			return runControllers(ctx, completed)
+			return runControllers(ctx, completed, o.discovery)
 		}
 		el = election.Lease(election.Options{
 			Config: cfg, Namespace: le.ResourceNamespace, Name: le.ResourceName,
@@ -158,7 +169,7 @@ func Run(ctx context.Context, cfg *rest.Config, o *Options, p election.Policy) e
 	}
 	var runErr error
 	err = el.Run(ctx, func(ctx context.Context) {
-		if err := runControllers(ctx, completed); err != nil {
+		if err := runControllers(ctx, completed, o.discovery); err != nil {
 			klog.FromContext(ctx).Error(err, "controller manager stopped")
 			runErr = err
 		}
@@ -170,12 +181,17 @@ func Run(ctx context.Context, cfg *rest.Config, o *Options, p election.Policy) e
 }
 
 // runControllers starts every enabled controller, as kube-controller-
-// manager does once it leads, and blocks until ctx ends.
-func runControllers(ctx context.Context, c *kcmconfig.CompletedConfig) error {
+// manager does once it leads, and blocks until ctx ends. With a
+// generation, the controllers' discovery clients are cached by it
+// (cachingBuilder).
+func runControllers(ctx context.Context, c *kcmconfig.CompletedConfig, generation Generation) error {
 	root := clientbuilder.SimpleControllerClientBuilder{ClientConfig: c.Kubeconfig}
 	var builder clientbuilder.ControllerClientBuilder = root
 	if c.ComponentConfig.KubeCloudShared.UseServiceAccountCredentials {
 		builder = clientbuilder.NewDynamicClientBuilder(rest.AnonymousClientConfig(c.Kubeconfig), c.Client.CoreV1(), "kube-system")
+	}
+	if generation != nil {
+		builder = cachingBuilder{ControllerClientBuilder: builder, generation: generation}
 	}
 	// CreateControllerContext reserves the process-wide informer name
 	// "kube-controller-manager" (others in the same process take names of
