@@ -18,6 +18,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apiserver/pkg/features"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -163,6 +165,11 @@ func testTenantLifecycle(t *testing.T, hostArgs []string, txns func() int64) {
 	suffix := strings.ToLower(rand.Text()[:6])
 	nameA, nameB := "a-"+suffix, "b-"+suffix
 	hostCfg, stopHost := startTestHost(t, dir, hostArgs...)
+	// A host turns off the watch caches' check against the datastore,
+	// periodic SQL in every idle tenant.
+	if utilfeature.DefaultFeatureGate.Enabled(features.DetectCacheInconsistency) {
+		t.Error("DetectCacheInconsistency is on in a host")
+	}
 	ctx := context.Background()
 	kcA, kcB := filepath.Join(dir, "a.kubeconfig"), filepath.Join(dir, "b.kubeconfig")
 	if out, err := tenantCLI(t, dir, "create", nameA, "--out", kcA); err != nil {
