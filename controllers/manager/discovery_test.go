@@ -87,25 +87,25 @@ func TestGenerationDiscovery(t *testing.T) {
 		t.Fatalf("%d reads after one change, want 2", n)
 	}
 
+	// readsAfter makes n calls and returns the reads made so far.
+	readsAfter := func(n int) int64 {
+		t.Helper()
+		for range n {
+			if _, err := d.ServerPreferredResources(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return fake.reads.Load()
+	}
 	// While the generation cannot tell, every call reads.
 	known.Store(false)
-	for range 2 {
-		if _, err := d.ServerPreferredResources(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if n := fake.reads.Load(); n != 4 {
+	if n := readsAfter(2); n != 4 {
 		t.Fatalf("%d reads, want 4: two calls while the generation cannot tell", n)
 	}
 	// Known again, at the same number: the first call reads (what was
 	// read while unknown is not trusted), the next does not.
 	known.Store(true)
-	for range 2 {
-		if _, err := d.ServerPreferredResources(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if n := fake.reads.Load(); n != 5 {
+	if n := readsAfter(2); n != 5 {
 		t.Fatalf("%d reads, want 5", n)
 	}
 }
