@@ -237,6 +237,11 @@ var createFixtures = map[schema.GroupVersionResource]createFixture{
 		derived: []fieldPath{{"spec", "cidrs"}},
 	},
 	{Group: "node.k8s.io", Version: "v1", Resource: "runtimeclasses"}: {putCreates: true},
+	{Group: "resource.k8s.io", Version: "v1", Resource: "devicetaintrules"}: {
+		// The strategy stamps the taint with the create's time, in
+		// seconds: two creates a second apart differ.
+		derived: []fieldPath{{"spec", "taint", "timeAdded"}},
+	},
 	{Group: "apiregistration.k8s.io", Version: "v1", Resource: "apiservices"}: {
 		// An APIService is named by its version and group.
 		manifest: `{"apiVersion":"apiregistration.k8s.io/v1","kind":"APIService",
