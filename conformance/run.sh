@@ -69,6 +69,12 @@ pgsock=${PGHOST:-/var/run/postgresql}
 db=sqkc_$id
 nodeA=$run/server
 [ "$tenant" = 1 ] && nodeA=$run/node-a
+# The Job tests' pods mount hostPath /tmp/job-e2e/<random> (upstream's
+# fixture), which the kubelet makes on this host: removed at the end when
+# this run made it.
+jobdir=/tmp/job-e2e
+jobdir_ours=
+[ -e "$jobdir" ] || jobdir_ours=1
 
 cleanup() {
   local rc=$?
@@ -97,6 +103,7 @@ cleanup() {
       psql -h "$pgsock" -U postgres -qc "DROP ROLE \"$role\"" >&2 || true
     done
   fi
+  [ -n "$jobdir_ours" ] && rm -rf "$jobdir"
   rm -rf "$run"
   exit $rc
 }
@@ -212,6 +219,10 @@ done
 # report.sh.
 reports=$run/reports
 mkdir -p "$reports/parallel" "$reports/serial"
+# e2e.test's own temporary files (kuberc tests, kubectl proxy's socket
+# directory) go into the run's directory, removed at the end.
+mkdir -p "$run/tmp"
+export TMPDIR=$run/tmp
 common=(--provider=local --kubeconfig="$KUBECONFIG" --kubectl-path="$bin/kubectl" --ginkgo.timeout=24h
   --dump-logs-on-failure=false --report-dir)
 rc=0
